@@ -1,0 +1,116 @@
+package cache
+
+import (
+	"sync"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+)
+
+// GroupFunc maps a node to the name of the group whose snapshot it is served
+// (PROTOCOL N1). It must be fast and must not block.
+type GroupFunc func(*corev3.Node) string
+
+// DefaultGroup puts every node in one group, named "".
+func DefaultGroup(*corev3.Node) string { return "" }
+
+// Cache holds one snapshot per node group and the watchers of each group.
+type Cache struct {
+	groupOf GroupFunc // read-only after New
+
+	mu     sync.Mutex // guards groups
+	groups map[string]*group
+}
+
+type group struct {
+	snap     *Snapshot
+	watchers map[*Watcher]struct{}
+}
+
+// New returns an empty cache. A nil groupOf means DefaultGroup.
+func New(groupOf GroupFunc) *Cache {
+	if groupOf == nil {
+		groupOf = DefaultGroup
+	}
+	return &Cache{groupOf: groupOf, groups: make(map[string]*group)}
+}
+
+// GroupOf returns the group name of a node.
+func (c *Cache) GroupOf(n *corev3.Node) string { return c.groupOf(n) }
+
+func (c *Cache) groupLocked(name string) *group {
+	g := c.groups[name]
+	if g == nil {
+		g = &group{watchers: make(map[*Watcher]struct{})}
+		c.groups[name] = g
+	}
+	return g
+}
+
+// SetSnapshot publishes s to every node of the group, atomically: a stream
+// sees either the old snapshot or s, never a mix. It wakes only watchers of
+// that group and never blocks on them. It returns what changed.
+func (c *Cache) SetSnapshot(groupName string, s *Snapshot) Changes {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(groupName)
+	ch := s.Diff(g.snap)
+	g.snap = s
+	if len(ch) == 0 {
+		return ch
+	}
+	for w := range g.watchers {
+		w.notify(s, ch)
+	}
+	return ch
+}
+
+// Snapshot returns the group's current snapshot, or nil if none was set.
+func (c *Cache) Snapshot(groupName string) *Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[groupName]; g != nil {
+		return g.snap
+	}
+	return nil
+}
+
+// Groups returns the names of groups that have a snapshot.
+func (c *Cache) Groups() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for n, g := range c.groups {
+		if g.snap != nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Watch registers a watcher on the node's group. The watcher starts with the
+// group's current snapshot (if any) and every type marked as changed. Call
+// Close when done.
+func (c *Cache) Watch(n *corev3.Node) *Watcher {
+	name := c.groupOf(n)
+	w := &Watcher{cache: c, group: name, kick: make(chan struct{}, 1)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	g := c.groupLocked(name)
+	g.watchers[w] = struct{}{}
+	if g.snap != nil {
+		w.snap = g.snap
+		w.kick <- struct{}{}
+	}
+	return w
+}
+
+func (c *Cache) unwatch(w *Watcher) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if g := c.groups[w.group]; g != nil {
+		delete(g.watchers, w)
+		if len(g.watchers) == 0 && g.snap == nil {
+			delete(c.groups, w.group)
+		}
+	}
+}

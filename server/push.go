@@ -1,0 +1,227 @@
+package server
+
+import (
+	"sort"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// slot is one type's work during a push.
+type slot struct {
+	ts *typeState
+	w  work
+}
+
+// needsFirst reports whether a SotW full-state type owes the client its
+// first response even if it is empty (an empty Listener or Cluster response
+// tells the client that nothing exists: S9).
+func (st *stream) needsFirst(ts *typeState) bool {
+	return !st.delta && ts.t.FullState && !ts.sent
+}
+
+// push sends what the snapshot and subscriptions call for, in ADS order
+// (O1): upserts type by type (clusters, endpoints, secrets, extension
+// configs, listeners, routes, scoped routes, virtual hosts, runtime), then
+// removals (listeners first, clusters and endpoints last). A type with an
+// un-ACKed response sends nothing more (at most one in flight per type) and
+// holds back every later type that has work, so an update is never
+// overtaken by one that depends on it. Listener and route updates also wait
+// for the client to request the endpoints of new clusters (warmGate).
+func (st *stream) push() error {
+	if st.snap == nil {
+		return nil
+	}
+	var slots []slot
+	upserts, removals := 0, 0
+	for _, t := range st.order() {
+		ts := st.types[t]
+		if ts == nil || !ts.active {
+			continue
+		}
+		st.resume(ts)
+		w := ts.evaluate(st.snap, st.delta)
+		if len(w.upserts) > 0 || st.needsFirst(ts) {
+			upserts++
+		}
+		if len(w.removals) > 0 {
+			removals++
+		}
+		slots = append(slots, slot{ts, w})
+	}
+	blocked := false
+	for i := range slots {
+		s := &slots[i]
+		if len(s.w.upserts) == 0 && !st.needsFirst(s.ts) {
+			continue
+		}
+		if blocked || s.ts.waiting || st.warm.holds(st, s.ts.t) {
+			blocked = true
+			continue
+		}
+		// Removals ride along when nothing else is waiting to go first.
+		merge := st.only != nil || len(s.w.removals) == 0 ||
+			(upserts == 1 && removals == 1 && !st.warm.active())
+		if err := st.send(s.ts, s.w, merge); err != nil {
+			return err
+		}
+		upserts--
+		if merge && len(s.w.removals) > 0 {
+			removals--
+			s.w.removals = nil
+		}
+		if s.ts.t.URL == resource.ClusterType && st.only == nil {
+			st.warm.arm(st, s.w.upserts)
+		}
+	}
+	if blocked || upserts > 0 || removals == 0 {
+		return nil
+	}
+	for _, t := range resource.RemovalTypes() {
+		for i := range slots {
+			s := &slots[i]
+			if s.ts.t != t || len(s.w.removals) == 0 {
+				continue
+			}
+			if s.ts.waiting {
+				return nil // later removals wait for this one
+			}
+			if err := st.send(s.ts, work{removals: s.w.removals}, true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// order returns the types this stream serves, in ADS upsert order.
+func (st *stream) order() []*resource.Type {
+	if st.only != nil {
+		return []*resource.Type{st.only}
+	}
+	return adsOrder
+}
+
+var adsOrder = resource.Types()
+
+// resume checks a SotW client's claimed version against the snapshot
+// (S13): if it is exactly what the subscription covers, nothing is resent.
+func (st *stream) resume(ts *typeState) {
+	if ts.resume == "" {
+		return
+	}
+	claimed := ts.resume
+	ts.resume = ""
+	w := ts.evaluate(st.snap, false)
+	var xor uint64
+	for _, it := range w.upserts {
+		xor ^= it.res.Hash()
+	}
+	if resource.SetVersion(xor) != claimed || len(ts.held) > 0 {
+		return
+	}
+	ts.settle(w, true)
+	ts.sent = true
+	ts.lastVersion = claimed
+}
+
+// send writes one response for ts carrying w's upserts and, if
+// withRemovals, its removals, and records it.
+func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
+	var removed []string
+	if st.delta && withRemovals {
+		for _, k := range w.removals {
+			removed = append(removed, ts.held[k].Name)
+		}
+	}
+	ts.settle(w, withRemovals)
+	nonce := st.srv.nextNonce()
+	ts.nonce, ts.waiting, ts.sent, ts.lastVersion = nonce, true, true, ts.version()
+	st.status.sent(ts.t, ts.lastVersion, nonce)
+	st.srv.metrics.responses.Add(1)
+	if st.delta {
+		return st.sendDeltaResp(&discovery.DeltaDiscoveryResponse{
+			SystemVersionInfo: ts.lastVersion,
+			TypeUrl:           ts.t.URL,
+			Nonce:             nonce,
+			Resources:         deltaResources(ts.t, w.upserts),
+			RemovedResources:  removed,
+		})
+	}
+	var bodies []*anypb.Any
+	if ts.t.FullState {
+		keys := make([]string, 0, len(ts.held))
+		for k, r := range ts.held {
+			if r != nil {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			bodies = append(bodies, st.sotwBody(ts.held[k]))
+		}
+	} else {
+		sortItems(w.upserts)
+		for _, it := range w.upserts {
+			bodies = append(bodies, st.sotwBody(it.res))
+		}
+	}
+	return st.sendSotw(&discovery.DiscoveryResponse{
+		VersionInfo: ts.lastVersion,
+		Resources:   bodies,
+		TypeUrl:     ts.t.URL,
+		Nonce:       nonce,
+	})
+}
+
+func sortItems(items []item) {
+	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
+}
+
+// sotwBody returns the Any to put in a SotW response: the resource itself,
+// or, for a resource with a TTL and a client that accepts it, a Resource
+// wrapper carrying the TTL (L3).
+func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
+	if r.TTL == 0 || !st.wrapTTL {
+		return r.Body
+	}
+	a, err := anypb.New(&discovery.Resource{
+		Name:     r.Name,
+		Version:  r.Version,
+		Resource: r.Body,
+		Ttl:      durationpb.New(r.TTL),
+	})
+	if err != nil {
+		return r.Body
+	}
+	return a
+}
+
+// deltaResources builds the resources of an incremental response (D1, D5,
+// D7).
+func deltaResources(t *resource.Type, items []item) []*discovery.Resource {
+	sortItems(items)
+	out := make([]*discovery.Resource, 0, len(items))
+	for _, it := range items {
+		if it.res == nil {
+			dr := &discovery.Resource{Name: it.key}
+			if t.URL == resource.VirtualHostType {
+				dr.Aliases = []string{it.key}
+			}
+			out = append(out, dr)
+			continue
+		}
+		dr := &discovery.Resource{Name: it.res.Name, Version: it.res.Version, Resource: it.res.Body}
+		if it.alias {
+			dr.Aliases = []string{it.key}
+		}
+		if it.res.TTL > 0 {
+			dr.Ttl = durationpb.New(it.res.TTL)
+		}
+		out = append(out, dr)
+	}
+	return out
+}

@@ -1,0 +1,149 @@
+// Package server serves xDS v3 from a cache.Cache over every gRPC variant:
+// aggregated (ADS) and per-type services, state of the world (SotW) and
+// incremental (delta).
+//
+// Each stream has one goroutine that owns its protocol state and is the only
+// one to send on it; a second goroutine receives requests. Publishing a
+// snapshot never blocks on a stream: a client that stops reading delays
+// nobody else. Each type has at most one un-ACKed response in flight per
+// stream; newer states coalesce while it waits. A NACKed version is recorded
+// (see Server.Status) and not sent again.
+//
+// On an ADS stream, a request for a type URL that xdsd does not serve is
+// logged, recorded as the stream's LastError and ignored: the stream stays
+// open and its other types keep working. A per-type stream asked for another
+// type is closed with InvalidArgument.
+package server
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Config configures a Server. The zero value is ready to use.
+type Config struct {
+	// Logger receives one line per NACK, per ignored request and per stream
+	// closed with an error. Nil discards them.
+	Logger *slog.Logger
+	// WarmTimeout bounds how long an ADS stream holds listener and route
+	// updates while the client has not yet requested the endpoints of new
+	// clusters (PROTOCOL O1). Zero means one second.
+	WarmTimeout time.Duration
+}
+
+// Server serves the snapshots of a cache.Cache over xDS. Create it with
+// New and attach it to a grpc.Server with Register.
+type Server struct {
+	// Read-only after New.
+	cfg   Config
+	cache *cache.Cache
+	log   *slog.Logger
+
+	nonce   atomic.Uint64 // nonces are unique across all streams
+	status  statusRegistry
+	metrics counters
+}
+
+// counters are the server's running totals.
+type counters struct {
+	responses atomic.Uint64
+}
+
+// New returns a Server that serves the snapshots of c.
+func New(c *cache.Cache, cfg Config) *Server {
+	if cfg.WarmTimeout <= 0 {
+		cfg.WarmTimeout = time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Server{cfg: cfg, cache: c, log: log}
+}
+
+// Cache returns the cache the server serves.
+func (s *Server) Cache() *cache.Cache { return s.cache }
+
+// Status returns the status of every open stream, ordered by stream ID.
+func (s *Server) Status() []StreamStatus { return s.status.snapshot() }
+
+// Responses returns the number of responses sent since New.
+func (s *Server) Responses() uint64 { return s.metrics.responses.Load() }
+
+func (s *Server) nextNonce() string {
+	return strconv.FormatUint(s.nonce.Add(1), 10)
+}
+
+func (s *Server) newStream(delta bool, only *resource.Type) *stream {
+	variant := "ads"
+	if only != nil {
+		variant = only.Short
+	}
+	if delta {
+		variant += "/delta"
+	} else {
+		variant += "/sotw"
+	}
+	st := &stream{
+		srv:    s,
+		delta:  delta,
+		only:   only,
+		types:  make(map[*resource.Type]*typeState),
+		status: s.status.add(variant),
+	}
+	st.log = s.log.With("stream", st.status.s.ID, "variant", variant)
+	return st
+}
+
+// sotwStream is what a SotW gRPC stream offers.
+type sotwStream = grpc.BidiStreamingServer[discovery.DiscoveryRequest, discovery.DiscoveryResponse]
+
+// deltaStream is what an incremental gRPC stream offers.
+type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]
+
+// serveSotw runs a SotW stream; only is nil for ADS.
+func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
+	st := s.newStream(false, only)
+	st.sendSotw = gs.Send
+	return run(gs.Context(), st, gs.Recv, st.handleSotw)
+}
+
+// serveDelta runs an incremental stream; only is nil for ADS.
+func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
+	st := s.newStream(true, only)
+	st.sendDeltaResp = gs.Send
+	return run(gs.Context(), st, gs.Recv, st.handleDelta)
+}
+
+// fetch answers a unary Fetch* call with the resources the request names
+// (or, for wildcard types with no names, all of them) in the node's group.
+func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *resource.Type) (*discovery.DiscoveryResponse, error) {
+	st := s.newStream(false, t)
+	defer s.status.remove(st.status)
+	if _, err := st.typeOf(req.GetTypeUrl()); err != nil {
+		return nil, err
+	}
+	snap := s.cache.Snapshot(s.cache.GroupOf(req.GetNode()))
+	ts := newTypeState(t)
+	ts.setNames(req.GetResourceNames())
+	w := ts.evaluate(snap, false)
+	sortItems(w.upserts)
+	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
+	var xor uint64
+	for _, it := range w.upserts {
+		resp.Resources = append(resp.Resources, it.res.Body)
+		xor ^= it.res.Hash()
+	}
+	resp.VersionInfo = resource.SetVersion(xor)
+	return resp, nil
+}

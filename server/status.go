@@ -1,0 +1,155 @@
+package server
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// StreamStatus is a copy of what one stream has sent and what its client
+// has ACKed or NACKed, per type.
+type StreamStatus struct {
+	// ID identifies the stream within the server.
+	ID uint64
+	// Node is the node of the stream's first request (nil until then).
+	Node *corev3.Node
+	// Variant is "ads" or a type's short name, plus "/sotw" or "/delta".
+	Variant string
+	// Connected is when the stream opened.
+	Connected time.Time
+	// Types holds one entry per type the stream has sent or been asked for,
+	// in ADS order.
+	Types []TypeStatus
+	// LastError is the latest request the server ignored and why (for
+	// example an unknown type URL on ADS), with its time.
+	LastError   string
+	LastErrorAt time.Time
+}
+
+// TypeStatus is the state of one type on one stream.
+type TypeStatus struct {
+	// TypeURL is the resource type.
+	TypeURL string
+	// SentVersion and SentNonce describe the latest response, sent at SentAt.
+	SentVersion string
+	SentNonce   string
+	SentAt      time.Time
+	// AckedVersion is the latest version the client ACKed, at AckedAt.
+	AckedVersion string
+	AckedAt      time.Time
+	// NackedVersion is the version of the latest NACKed response,
+	// NackMessage the client's error_detail message, NackedAt its time.
+	// They stay set after a later ACK, as history.
+	NackedVersion string
+	NackMessage   string
+	NackedAt      time.Time
+}
+
+// statusRegistry holds the status of every open stream.
+type statusRegistry struct {
+	mu      sync.Mutex // guards streams and nextID
+	streams map[uint64]*streamStatus
+	nextID  uint64
+}
+
+// streamStatus is the shared, locked status of one stream; its stream's
+// goroutine writes it, Server.Status reads it.
+type streamStatus struct {
+	mu sync.Mutex // guards s
+	s  StreamStatus
+}
+
+func (r *statusRegistry) add(variant string) *streamStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.streams == nil {
+		r.streams = make(map[uint64]*streamStatus)
+	}
+	r.nextID++
+	ss := &streamStatus{s: StreamStatus{ID: r.nextID, Variant: variant, Connected: time.Now()}}
+	r.streams[ss.s.ID] = ss
+	return ss
+}
+
+func (r *statusRegistry) remove(ss *streamStatus) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.streams, ss.s.ID)
+}
+
+func (r *statusRegistry) snapshot() []StreamStatus {
+	r.mu.Lock()
+	list := make([]*streamStatus, 0, len(r.streams))
+	for _, ss := range r.streams {
+		list = append(list, ss)
+	}
+	r.mu.Unlock()
+	out := make([]StreamStatus, 0, len(list))
+	for _, ss := range list {
+		ss.mu.Lock()
+		c := ss.s
+		c.Types = append([]TypeStatus(nil), ss.s.Types...)
+		ss.mu.Unlock()
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (ss *streamStatus) setNode(n *corev3.Node) {
+	c := proto.Clone(n).(*corev3.Node)
+	ss.mu.Lock()
+	ss.s.Node = c
+	ss.mu.Unlock()
+}
+
+// typeLocked returns the entry for t, creating it in ADS order.
+func (ss *streamStatus) typeLocked(t *resource.Type) *TypeStatus {
+	for i := range ss.s.Types {
+		if ss.s.Types[i].TypeURL == t.URL {
+			return &ss.s.Types[i]
+		}
+	}
+	ss.s.Types = append(ss.s.Types, TypeStatus{TypeURL: t.URL})
+	sort.Slice(ss.s.Types, func(i, j int) bool {
+		return resource.Lookup(ss.s.Types[i].TypeURL).Order < resource.Lookup(ss.s.Types[j].TypeURL).Order
+	})
+	for i := range ss.s.Types {
+		if ss.s.Types[i].TypeURL == t.URL {
+			return &ss.s.Types[i]
+		}
+	}
+	panic("unreachable")
+}
+
+func (ss *streamStatus) sent(t *resource.Type, version, nonce string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ts := ss.typeLocked(t)
+	ts.SentVersion, ts.SentNonce, ts.SentAt = version, nonce, time.Now()
+}
+
+func (ss *streamStatus) ack(t *resource.Type, version string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ts := ss.typeLocked(t)
+	ts.AckedVersion, ts.AckedAt = version, time.Now()
+}
+
+func (ss *streamStatus) nack(t *resource.Type, version, msg string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ts := ss.typeLocked(t)
+	ts.NackedVersion, ts.NackMessage, ts.NackedAt = version, msg, time.Now()
+}
+
+func (ss *streamStatus) recordError(msg string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.s.LastError, ss.s.LastErrorAt = msg, time.Now()
+}
