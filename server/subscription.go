@@ -90,8 +90,11 @@ func (ts *typeState) setNames(names []string) bool {
 	for n := range next {
 		if _, ok := ts.names[n]; !ok {
 			changed = true
-			// A newly subscribed key is sent even if held (S10, D8).
-			ts.forget(n)
+			// A newly subscribed key is sent even if held (S10), unless a
+			// wildcard covered it before and still does.
+			if !(wildcard && ts.wildcard) {
+				ts.forget(n)
+			}
 		}
 	}
 	ts.wildcard, ts.names = wildcard, next
