@@ -35,6 +35,11 @@ type Resource struct {
 	Body *anypb.Any
 	// Message is the decoded message. It must not be modified.
 	Message proto.Message
+	// DependsOn names the resources of type DependsOnType that a client
+	// fetches because of this one: a cluster's endpoints, a listener's
+	// routes. The ADS ordering waits for them (PROTOCOL O1).
+	DependsOn     []string
+	DependsOnType *Type
 
 	// hash is the 64-bit form of Version mixed with Name, used to derive
 	// order-independent versions of sets of resources.
@@ -86,6 +91,7 @@ func New(m proto.Message, opts ...Option) (*Resource, error) {
 	r.Version = hex.EncodeToString(sum[:8])
 	nh := sha256.Sum256([]byte(r.Name + "\x00" + r.Version))
 	r.hash = binary.LittleEndian.Uint64(nh[:8])
+	r.DependsOnType, r.DependsOn = references(m)
 	if vh, ok := m.(*routev3.VirtualHost); ok {
 		r.Aliases = vhostAliases(r.Name, vh.GetDomains())
 	}

@@ -30,7 +30,8 @@ func (st *stream) needsFirst(ts *typeState) bool {
 // un-ACKed response sends nothing more (at most one in flight per type) and
 // holds back every later type that has work, so an update is never
 // overtaken by one that depends on it. Listener and route updates also wait
-// for the client to request the endpoints of new clusters (warmGate).
+// for the client to request the endpoints of new clusters, and removals for
+// the routes of new listeners (warmGate).
 func (st *stream) push() error {
 	if st.snap == nil {
 		return nil
@@ -58,13 +59,13 @@ func (st *stream) push() error {
 		if len(s.w.upserts) == 0 && !st.needsFirst(s.ts) {
 			continue
 		}
-		if blocked || s.ts.waiting || st.warm.holds(st, s.ts.t) {
+		if blocked || s.ts.waiting || st.warm.holdsUpsert(st, s.ts.t) {
 			blocked = true
 			continue
 		}
 		// Removals ride along when nothing else is waiting to go first.
 		merge := st.only != nil || len(s.w.removals) == 0 ||
-			(upserts == 1 && removals == 1 && !st.warm.active())
+			(upserts == 1 && removals == 1 && !st.warm.holdsRemovals(st))
 		if err := st.send(s.ts, s.w, merge); err != nil {
 			return err
 		}
@@ -73,11 +74,11 @@ func (st *stream) push() error {
 			removals--
 			s.w.removals = nil
 		}
-		if s.ts.t.URL == resource.ClusterType && st.only == nil {
+		if st.only == nil {
 			st.warm.arm(st, s.w.upserts)
 		}
 	}
-	if blocked || upserts > 0 || removals == 0 {
+	if blocked || upserts > 0 || removals == 0 || st.warm.holdsRemovals(st) {
 		return nil
 	}
 	for _, t := range resource.RemovalTypes() {

@@ -3,44 +3,46 @@ package server
 import (
 	"time"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-
 	"github.com/xdsd/xdsd/resource"
 )
 
-// warmGate holds an ADS stream's listener and route updates until the client
-// has requested, and been sent, the endpoints of the clusters it was just
-// sent (PROTOCOL O1: "LDS after the CDS/EDS they use"). A client that never
-// asks is waited for at most Config.WarmTimeout. Owned by the stream's
-// goroutine.
+// warmGate keeps make-before-break on an ADS stream (PROTOCOL O1, O2) where
+// it depends on what the client asks for next:
+//   - after clusters are sent, listener and route updates wait until the
+//     client has requested, and been sent, the endpoints of those clusters;
+//   - after listeners are sent, removals wait until the client has been
+//     sent the routes of those listeners.
+//
+// A client that never asks is waited for at most Config.WarmTimeout. Only
+// dependencies of types the client already uses are waited for. Owned by
+// the stream's goroutine.
 type warmGate struct {
-	wait  map[string]struct{} // ClusterLoadAssignment names still to be sent
+	wait  map[*resource.Type]map[string]struct{} // dependency type → names to be sent
 	timer *time.Timer
 }
 
-// gated reports whether a type's upserts wait behind the gate: every type
-// at or after listeners in the ADS order.
-func gated(t *resource.Type) bool {
-	return t.Order >= resource.Lookup(resource.ListenerType).Order
-}
-
-// arm adds the endpoints of the clusters just sent that the client does not
-// hold yet. Only streams that use EDS are gated.
+// arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
-	eds := st.types[resource.Lookup(resource.EndpointType)]
-	if eds == nil || !eds.active {
-		return
-	}
 	for _, it := range sent {
-		c, ok := it.res.Message.(*clusterv3.Cluster)
-		if !ok {
+		r := it.res
+		if r == nil || r.DependsOnType == nil {
 			continue
 		}
-		if name, ok := resource.EDSName(c); ok && !g.satisfied(st, eds, name) {
-			if g.wait == nil {
-				g.wait = make(map[string]struct{})
+		dep := st.types[r.DependsOnType]
+		if dep == nil || !dep.active {
+			continue
+		}
+		for _, name := range r.DependsOn {
+			if g.satisfied(st, dep, name) {
+				continue
 			}
-			g.wait[name] = struct{}{}
+			if g.wait == nil {
+				g.wait = make(map[*resource.Type]map[string]struct{})
+			}
+			if g.wait[dep.t] == nil {
+				g.wait[dep.t] = make(map[string]struct{})
+			}
+			g.wait[dep.t][name] = struct{}{}
 		}
 	}
 	if len(g.wait) > 0 && g.timer == nil {
@@ -48,26 +50,29 @@ func (g *warmGate) arm(st *stream, sent []item) {
 	}
 }
 
-// satisfied reports whether the client holds the current endpoints name, or
-// there are none to wait for.
-func (g *warmGate) satisfied(st *stream, eds *typeState, name string) bool {
-	cur := st.snap.Get(eds.t, name)
+// satisfied reports whether the client holds the current version of name,
+// or there is nothing to wait for.
+func (g *warmGate) satisfied(st *stream, dep *typeState, name string) bool {
+	cur := st.snap.Get(dep.t, name)
 	if cur == nil {
 		return true
 	}
-	held := eds.held[name]
+	held := dep.held[name]
 	return held != nil && held.Version == cur.Version
 }
 
-// holds reports whether t's upserts must wait.
-func (g *warmGate) holds(st *stream, t *resource.Type) bool {
-	if len(g.wait) == 0 || !gated(t) {
-		return false
-	}
-	eds := st.types[resource.Lookup(resource.EndpointType)]
-	for name := range g.wait {
-		if g.satisfied(st, eds, name) {
-			delete(g.wait, name)
+// refresh drops the dependencies that are met, and reports whether any
+// remain.
+func (g *warmGate) refresh(st *stream) bool {
+	for t, names := range g.wait {
+		dep := st.types[t]
+		for name := range names {
+			if g.satisfied(st, dep, name) {
+				delete(names, name)
+			}
+		}
+		if len(names) == 0 {
+			delete(g.wait, t)
 		}
 	}
 	if len(g.wait) == 0 {
@@ -77,8 +82,18 @@ func (g *warmGate) holds(st *stream, t *resource.Type) bool {
 	return true
 }
 
-// active reports whether the gate is waiting for anything.
-func (g *warmGate) active() bool { return len(g.wait) > 0 }
+// holdsUpsert reports whether upserts of type t must wait: listeners and
+// everything after them wait for endpoints.
+func (g *warmGate) holdsUpsert(st *stream, t *resource.Type) bool {
+	if !g.refresh(st) || t.Order < ldsType.Order {
+		return false
+	}
+	_, waitEDS := g.wait[edsType]
+	return waitEDS
+}
+
+// holdsRemovals reports whether removals must wait.
+func (g *warmGate) holdsRemovals(st *stream) bool { return g.refresh(st) }
 
 // expired is signalled when the wait times out; nil when not waiting.
 func (g *warmGate) expired() <-chan time.Time {

@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// orderV1 and orderV2 are the before and after of a make-before-break
+// change: a new cluster, its endpoints, a listener and its route replace
+// the old ones.
+func orderV1() []*resource.Resource {
+	return []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")}
+}
+
+func orderV2() []*resource.Resource {
+	return []*resource.Resource{rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2), rawxds.RDSListener("l2", "r2"), rawxds.Route("r2", "c2")}
+}
+
+func short(typeURL string) string { return resource.Lookup(typeURL).Short }
+
+// envoySotW behaves like Envoy on a SotW ADS stream: wildcard clusters and
+// listeners, endpoints for every cluster it holds, routes for every
+// listener, and an ACK for every response. It logs what it receives.
+type envoySotW struct {
+	t     *testing.T
+	s     *rawxds.SotW
+	last  map[string]*discovery.DiscoveryResponse
+	names map[string][]string
+	log   []string
+
+	askedLDS bool
+}
+
+func newEnvoySotW(t *testing.T, e *rawxds.Env) *envoySotW {
+	c := &envoySotW{t: t, s: e.ADS(t), last: map[string]*discovery.DiscoveryResponse{}, names: map[string][]string{}}
+	c.s.Send(req(cds))
+	return c
+}
+
+func (c *envoySotW) request(typeURL string) *discovery.DiscoveryRequest {
+	r := &discovery.DiscoveryRequest{TypeUrl: typeURL, ResourceNames: c.names[typeURL]}
+	if last := c.last[typeURL]; last != nil {
+		r.VersionInfo, r.ResponseNonce = last.VersionInfo, last.Nonce
+	} else {
+		r.Node = rawxds.Node("envoy")
+	}
+	return r
+}
+
+func (c *envoySotW) step() {
+	r := c.s.Recv()
+	names := rawxds.Names(r)
+	slices.Sort(names)
+	c.log = append(c.log, fmt.Sprintf("%s %s", short(r.TypeUrl), strings.Join(names, ",")))
+	c.last[r.TypeUrl] = r
+	c.s.Send(c.request(r.TypeUrl))
+	if r.TypeUrl == eds && c.last[lds] == nil && !c.askedLDS {
+		// Like Envoy: listeners are fetched once clusters have warmed.
+		c.askedLDS = true
+		c.s.Send(req(lds))
+	}
+	var dep string
+	var want []string
+	switch r.TypeUrl {
+	case cds:
+		dep, want = eds, names
+	case lds:
+		dep = rds
+		for _, a := range r.Resources {
+			var l listenerv3.Listener
+			if err := a.UnmarshalTo(&l); err != nil {
+				c.t.Fatal(err)
+			}
+			want = append(want, resource.RouteNames(&l)...)
+		}
+		slices.Sort(want)
+	default:
+		return
+	}
+	if !slices.Equal(want, c.names[dep]) {
+		c.names[dep] = want
+		c.s.Send(c.request(dep))
+	}
+}
+
+// envoyDelta is envoySotW for an incremental ADS stream.
+type envoyDelta struct {
+	t    *testing.T
+	s    *rawxds.Delta
+	held map[string]map[string]bool
+	log  []string
+
+	askedLDS bool
+}
+
+func newEnvoyDelta(t *testing.T, e *rawxds.Env) *envoyDelta {
+	c := &envoyDelta{t: t, s: e.DeltaADS(t), held: map[string]map[string]bool{}}
+	c.s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("envoy"), TypeUrl: cds})
+	return c
+}
+
+func (c *envoyDelta) step() {
+	r := c.s.Recv()
+	if c.held[r.TypeUrl] == nil {
+		c.held[r.TypeUrl] = map[string]bool{}
+	}
+	var added, deps []string
+	for _, res := range r.Resources {
+		added = append(added, res.Name)
+		c.held[r.TypeUrl][res.Name] = true
+		if res.Resource == nil {
+			continue
+		}
+		switch r.TypeUrl {
+		case cds:
+			deps = append(deps, res.Name)
+		case lds:
+			var l listenerv3.Listener
+			if err := res.Resource.UnmarshalTo(&l); err != nil {
+				c.t.Fatal(err)
+			}
+			deps = append(deps, resource.RouteNames(&l)...)
+		}
+	}
+	for _, n := range r.RemovedResources {
+		delete(c.held[r.TypeUrl], n)
+	}
+	slices.Sort(added)
+	if len(added) > 0 {
+		c.log = append(c.log, fmt.Sprintf("%s +%s", short(r.TypeUrl), strings.Join(added, ",")))
+	}
+	if len(r.RemovedResources) > 0 {
+		c.log = append(c.log, fmt.Sprintf("%s -%s", short(r.TypeUrl), strings.Join(r.RemovedResources, ",")))
+	}
+	c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: r.TypeUrl, ResponseNonce: r.Nonce})
+	if r.TypeUrl == eds && !c.askedLDS {
+		c.askedLDS = true // like Envoy: listeners once clusters have warmed
+		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: lds})
+	}
+	dep := map[string]string{cds: eds, lds: rds}[r.TypeUrl]
+	if dep == "" {
+		return
+	}
+	var gone []string
+	if r.TypeUrl == cds {
+		gone = r.RemovedResources
+	}
+	if len(deps)+len(gone) > 0 {
+		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: dep, ResourceNamesSubscribe: deps, ResourceNamesUnsubscribe: gone})
+	}
+}
+
+func TestADSOrder(t *testing.T) {
+	t.Run("O1_make_before_break_sotw", func(t *testing.T) {
+		e := start(t, orderV1()...)
+		c := newEnvoySotW(t, e)
+		for range 4 {
+			c.step()
+		}
+		want := []string{"cds c1", "eds c1", "lds l1", "rds r1"}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("initial sync order = %q, want %q", c.log, want)
+		}
+		c.log = nil
+		publish(e, orderV2()...)
+		want = []string{"cds c1,c2", "eds c2", "lds l1,l2", "rds r2", "lds l2", "cds c2"}
+		for range want {
+			c.step()
+		}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("make-before-break order = %q, want %q", c.log, want)
+		}
+	})
+
+	t.Run("O1_make_before_break_delta", func(t *testing.T) {
+		e := start(t, orderV1()...)
+		c := newEnvoyDelta(t, e)
+		for range 4 {
+			c.step()
+		}
+		want := []string{"cds +c1", "eds +c1", "lds +l1", "rds +r1"}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("initial sync order = %q, want %q", c.log, want)
+		}
+		c.log = nil
+		publish(e, orderV2()...)
+		want = []string{"cds +c2", "eds +c2", "lds +l2", "rds +r2", "lds -l1", "rds -r1", "cds -c1", "eds -c1"}
+		for len(c.log) < len(want) {
+			c.step()
+		}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("make-before-break order = %q, want %q", c.log, want)
+		}
+	})
+
+	t.Run("O2_O3_listener_waits_for_endpoints_of_new_cluster", func(t *testing.T) {
+		// A route switching to a new cluster is sent only after the client
+		// has the cluster and its endpoints.
+		e := start(t, orderV1()...)
+		c := newEnvoySotW(t, e)
+		for range 4 {
+			c.step()
+		}
+		c.log = nil
+		publish(e, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2),
+			rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c2"))
+		want := []string{"cds c1,c2", "eds c2", "rds r1"}
+		for range want {
+			c.step()
+		}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+}
