@@ -134,9 +134,15 @@ func (st *stream) resume(ts *typeState) {
 func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	var removed []string
 	if st.delta && withRemovals {
+		seen := make(map[string]bool, len(w.removals))
 		for _, k := range w.removals {
-			removed = append(removed, ts.held[k].Name)
+			// Keys subscribed by alias share their resource's name.
+			if name := ts.held[k].Name; !seen[name] {
+				seen[name] = true
+				removed = append(removed, name)
+			}
 		}
+		sort.Strings(removed)
 	}
 	ts.settle(w, withRemovals)
 	nonce := st.srv.nextNonce()
@@ -202,10 +208,11 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 }
 
 // deltaResources builds the resources of an incremental response (D1, D5,
-// D7).
+// D7): one entry per resource name, listing every alias the client used.
 func deltaResources(t *resource.Type, items []item) []*discovery.Resource {
 	sortItems(items)
 	out := make([]*discovery.Resource, 0, len(items))
+	byName := make(map[string]*discovery.Resource, len(items))
 	for _, it := range items {
 		if it.res == nil {
 			dr := &discovery.Resource{Name: it.key}
@@ -215,14 +222,18 @@ func deltaResources(t *resource.Type, items []item) []*discovery.Resource {
 			out = append(out, dr)
 			continue
 		}
-		dr := &discovery.Resource{Name: it.res.Name, Version: it.res.Version, Resource: it.res.Body}
+		dr := byName[it.res.Name]
+		if dr == nil {
+			dr = &discovery.Resource{Name: it.res.Name, Version: it.res.Version, Resource: it.res.Body}
+			if it.res.TTL > 0 {
+				dr.Ttl = durationpb.New(it.res.TTL)
+			}
+			byName[it.res.Name] = dr
+			out = append(out, dr)
+		}
 		if it.alias {
-			dr.Aliases = []string{it.key}
+			dr.Aliases = append(dr.Aliases, it.key)
 		}
-		if it.res.TTL > 0 {
-			dr.Ttl = durationpb.New(it.res.TTL)
-		}
-		out = append(out, dr)
 	}
 	return out
 }

@@ -14,7 +14,6 @@ import (
 	listenerservice "github.com/envoyproxy/go-control-plane/envoy/service/listener/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
 	runtimeservice "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
-	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
 	secretservice "github.com/envoyproxy/go-control-plane/envoy/service/secret/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -95,7 +94,7 @@ func services() []service {
 			func(c *grpc.ClientConn, ctx context.Context) (deltaClient, error) {
 				return secretservice.NewSecretDiscoveryServiceClient(c).DeltaSecrets(ctx)
 			}},
-		{"RTDS", resource.RuntimeType, resource.MustNew(&runtimev3.Runtime{Name: "rt", Layer: &structpb.Struct{}}),
+		{"RTDS", resource.RuntimeType, resource.MustNew(&runtimeservice.Runtime{Name: "rt", Layer: &structpb.Struct{}}),
 			func(c *grpc.ClientConn, ctx context.Context) (sotwClient, error) {
 				return runtimeservice.NewRuntimeDiscoveryServiceClient(c).StreamRuntime(ctx)
 			},

@@ -161,8 +161,6 @@ type work struct {
 	removals []string // held keys whose resource is gone
 }
 
-func (w *work) empty() bool { return len(w.upserts) == 0 && len(w.removals) == 0 }
-
 // evaluate computes the type's work against snap. It also forgets keys the
 // client no longer subscribes to, and, for SotW types that cannot express
 // removal, resources that are gone. delta selects the incremental rules.
@@ -232,7 +230,11 @@ func (ts *typeState) settle(w work, withRemovals bool) {
 	ts.dirty = nil
 	if withRemovals {
 		for _, k := range w.removals {
-			ts.forget(k)
+			if _, named := ts.names[k]; named {
+				ts.hold(k, nil) // the client now knows it does not exist
+			} else {
+				ts.forget(k)
+			}
 		}
 		return
 	}
