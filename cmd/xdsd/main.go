@@ -1,0 +1,147 @@
+// Command xdsd is an xDS management server: `xdsd serve` serves the
+// Envoy-native resources of a configuration directory to Envoy proxies and
+// proxyless gRPC clients over every xDS variant.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xdsd/xdsd/internal/daemon"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = ""
+
+const usage = `xdsd: an xDS management server for Envoy and proxyless gRPC.
+
+Usage:
+  xdsd serve [flags]   serve the configuration directory over xDS
+  xdsd version         print the version
+
+Run 'xdsd serve --help' for the flags of serve.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "version", "--version", "-version":
+		fmt.Fprintln(stdout, "xdsd", versionString())
+		return 0
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "xdsd: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+func versionString() string {
+	if version != "" {
+		return version
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+func serve(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		configDir = fs.String("config-dir", "", "directory of Envoy-native resources (*.yaml, *.yml, *.json), watched for changes;\nempty serves the embedded example configuration")
+		xdsAddr   = fs.String("xds-addr", ":18000", "gRPC xDS listen address")
+		adminAddr = fs.String("admin-addr", "127.0.0.1:19000", "admin HTTP listen address (/healthz, /readyz, /status, /config_dump, /debug/pprof);\nempty turns it off")
+		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
+		logFormat = fs.String("log-format", "text", "log format: text or json")
+		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
+	)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: xdsd serve [flags]\n\nServes the resources of --config-dir over xDS (ADS and per-type services, SotW and\nincremental) and reloads them when files change. Every flag may also be set with an\nenvironment variable: XDSD_ and the flag name in capitals with _ for -\n(for example XDSD_CONFIG_DIR); a flag given on the command line wins.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
+	if err := applyEnv(fs); err != nil {
+		fmt.Fprintln(stderr, "xdsd:", err)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "xdsd serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	logger, err := newLogger(stderr, *logLevel, *logFormat)
+	if err != nil {
+		fmt.Fprintln(stderr, "xdsd:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	err = daemon.Run(ctx, daemon.Options{
+		ConfigDir:     *configDir,
+		XDSAddr:       *xdsAddr,
+		AdminAddr:     *adminAddr,
+		Logger:        logger,
+		ShutdownGrace: *grace,
+	})
+	if err != nil {
+		logger.Error("xdsd stopped", "error", err)
+		return 1
+	}
+	return 0
+}
+
+// applyEnv sets each flag from XDSD_<NAME> when that variable is set; the
+// command line, parsed afterwards, overrides it.
+func applyEnv(fs *flag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		name := "XDSD_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok && err == nil {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, e)
+			}
+		}
+	})
+	return err
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %v", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}

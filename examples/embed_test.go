@@ -1,0 +1,18 @@
+package examples_test
+
+import (
+	"testing"
+
+	"github.com/xdsd/xdsd/examples"
+	"github.com/xdsd/xdsd/source/configdir"
+)
+
+func TestExampleConfigLoads(t *testing.T) {
+	res, err := configdir.NewFSLoader(examples.Config(), "examples/config").Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Resources) != 4 || res.Files != 4 {
+		t.Fatalf("loaded %d resources from %d files, want 4 and 4", len(res.Resources), res.Files)
+	}
+}

@@ -1,0 +1,148 @@
+package daemon
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
+)
+
+// adminHandler serves the admin endpoints.
+func (d *Daemon) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !d.loaded.Load() {
+			http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ready\n"))
+	})
+	mux.HandleFunc("GET /status", d.handleStatus)
+	mux.HandleFunc("GET /config_dump", d.handleConfigDump)
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// StatusReport is the body of /status.
+type StatusReport struct {
+	Ready   bool          `json:"ready"`
+	Config  ConfigStatus  `json:"config"`
+	Streams []StreamEntry `json:"streams"`
+}
+
+// ConfigStatus tells how loading went.
+type ConfigStatus struct {
+	ReloadsOK     uint64     `json:"reloads_ok"`
+	ReloadsFailed uint64     `json:"reloads_failed"`
+	LastError     string     `json:"last_error,omitempty"`
+	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+}
+
+// StreamEntry is one stream in /status.
+type StreamEntry struct {
+	ID        uint64      `json:"id"`
+	NodeID    string      `json:"node_id"`
+	Cluster   string      `json:"node_cluster,omitempty"`
+	Variant   string      `json:"variant"`
+	Connected time.Time   `json:"connected"`
+	LastError string      `json:"last_error,omitempty"`
+	Types     []TypeEntry `json:"types"`
+}
+
+// TypeEntry is one type of one stream in /status.
+type TypeEntry struct {
+	Type         string     `json:"type"`
+	State        string     `json:"state"`
+	SentVersion  string     `json:"sent_version,omitempty"`
+	AckedVersion string     `json:"acked_version,omitempty"`
+	NackVersion  string     `json:"nack_version,omitempty"`
+	NackMessage  string     `json:"nack_message,omitempty"`
+	NackedAt     *time.Time `json:"nacked_at,omitempty"`
+}
+
+// State names how a type stands on a stream: SYNCED (the latest response
+// is ACKed), NACKED (it was rejected), STALE (sent, not yet ACKed) or
+// NOT SENT.
+func State(ts server.TypeStatus) string {
+	switch {
+	case ts.SentVersion == "":
+		return "NOT SENT"
+	case ts.NackedVersion == ts.SentVersion && !ts.NackedAt.Before(ts.SentAt):
+		return "NACKED"
+	case ts.AckedVersion == ts.SentVersion && !ts.AckedAt.Before(ts.SentAt):
+		return "SYNCED"
+	default:
+		return "STALE"
+	}
+}
+
+func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
+	rep := StatusReport{Ready: d.loaded.Load(), Streams: []StreamEntry{}}
+	d.mu.Lock()
+	rep.Config = ConfigStatus{ReloadsOK: d.reloads.ok, ReloadsFailed: d.reloads.failed}
+	if d.lastErr != nil {
+		at := d.lastErrAt
+		rep.Config.LastError, rep.Config.LastErrorAt = d.lastErr.Error(), &at
+	}
+	d.mu.Unlock()
+	for _, s := range d.server.Status() {
+		e := StreamEntry{ID: s.ID, NodeID: s.Node.GetId(), Cluster: s.Node.GetCluster(), Variant: s.Variant,
+			Connected: s.Connected, LastError: s.LastError, Types: []TypeEntry{}}
+		for _, ts := range s.Types {
+			te := TypeEntry{Type: resource.Lookup(ts.TypeURL).Short, State: State(ts), SentVersion: ts.SentVersion,
+				AckedVersion: ts.AckedVersion, NackVersion: ts.NackedVersion, NackMessage: ts.NackMessage}
+			if !ts.NackedAt.IsZero() {
+				at := ts.NackedAt
+				te.NackedAt = &at
+			}
+			e.Types = append(e.Types, te)
+		}
+		rep.Streams = append(rep.Streams, e)
+	}
+	writeJSON(w, rep)
+}
+
+// handleConfigDump shows what a node is served: ?node=ID picks the node
+// (the node of a connected stream with that id, or a node with just that
+// id); every resource of its group, by type, in canonical JSON.
+func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
+	id := r.URL.Query().Get("node")
+	node := &corev3.Node{Id: id}
+	for _, s := range d.server.Status() {
+		if s.Node.GetId() == id && s.Node != nil {
+			node = s.Node
+			break
+		}
+	}
+	snap := d.cache.Snapshot(d.cache.GroupOf(node))
+	out := map[string][]json.RawMessage{}
+	for _, t := range resource.Types() {
+		for _, res := range snap.Resources(t) {
+			b, err := protojson.Marshal(res.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			out[t.Short] = append(out[t.Short], b)
+		}
+	}
+	writeJSON(w, map[string]any{"node": id, "resources": out})
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,219 @@
+// Package daemon is `xdsd serve`: it loads the configuration directory,
+// publishes it through the cache, serves xDS over gRPC and runs the admin
+// HTTP endpoints, until its context ends.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/examples"
+	"github.com/xdsd/xdsd/server"
+	"github.com/xdsd/xdsd/source/configdir"
+)
+
+// Options configures the daemon. Addresses use host:port; an empty
+// optional address turns that listener off.
+type Options struct {
+	// ConfigDir is the configuration directory; empty serves the embedded
+	// example configuration.
+	ConfigDir string
+	// XDSAddr is the gRPC xDS address (required).
+	XDSAddr string
+	// AdminAddr is the admin HTTP address (optional).
+	AdminAddr string
+	// Logger receives the daemon's logs; nil means slog.Default().
+	Logger *slog.Logger
+	// ShutdownGrace is how long streams may run after the context ends
+	// before they are cut. Zero means five seconds.
+	ShutdownGrace time.Duration
+	// Ready, if not nil, receives the bound addresses once listening.
+	Ready func(Addrs)
+}
+
+// Addrs are the addresses the daemon listens on.
+type Addrs struct {
+	XDS   string
+	Admin string
+}
+
+// Daemon is a running xdsd. Fields are set by Run.
+type Daemon struct {
+	opts   Options
+	log    *slog.Logger
+	cache  *cache.Cache
+	server *server.Server
+
+	loaded    atomic.Bool // a configuration has been published
+	mu        sync.Mutex  // guards lastErr, lastErrAt, reloads
+	lastErr   error
+	lastErrAt time.Time
+	reloads   reloadCounts
+}
+
+type reloadCounts struct{ ok, failed uint64 }
+
+// Run serves until ctx is done, then shuts down gracefully.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ShutdownGrace == 0 {
+		o.ShutdownGrace = 5 * time.Second
+	}
+	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
+	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
+
+	xdsLis, err := net.Listen("tcp", o.XDSAddr)
+	if err != nil {
+		return fmt.Errorf("xds listener: %w", err)
+	}
+	var adminLis net.Listener
+	if o.AdminAddr != "" {
+		if adminLis, err = net.Listen("tcp", o.AdminAddr); err != nil {
+			xdsLis.Close()
+			return fmt.Errorf("admin listener: %w", err)
+		}
+	}
+	gs := grpc.NewServer(
+		grpc.MaxConcurrentStreams(1<<20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	)
+	d.server.Register(gs)
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := gs.Serve(xdsLis); err != nil {
+			errc <- fmt.Errorf("xds server: %w", err)
+		}
+	}()
+	var admin *http.Server
+	if adminLis != nil {
+		admin = &http.Server{Handler: d.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("admin server: %w", err)
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := d.watchConfig(ctx); err != nil {
+			errc <- err
+		}
+	}()
+	addrs := Addrs{XDS: xdsLis.Addr().String()}
+	if adminLis != nil {
+		addrs.Admin = adminLis.Addr().String()
+	}
+	d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "config_dir", o.ConfigDir)
+	if o.Ready != nil {
+		o.Ready(addrs)
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	cancel()
+	d.shutdown(gs, admin)
+	wg.Wait()
+	return runErr
+}
+
+// shutdown stops accepting, lets streams end for the grace period, then
+// cuts them.
+func (d *Daemon) shutdown(gs *grpc.Server, admin *http.Server) {
+	d.log.Info("xdsd shutting down")
+	done := make(chan struct{})
+	go func() {
+		gs.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(d.opts.ShutdownGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		gs.Stop()
+		<-done
+	}
+	if admin != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = admin.Shutdown(sctx)
+	}
+}
+
+// watchConfig loads the configuration and reloads it on change; with no
+// directory it serves the embedded example once.
+func (d *Daemon) watchConfig(ctx context.Context) error {
+	if d.opts.ConfigDir == "" {
+		d.loadOnce(examples.Config(), "embedded example configuration")
+		<-ctx.Done()
+		return nil
+	}
+	l := configdir.NewLoader(d.opts.ConfigDir)
+	return configdir.Watch(ctx, l, d.opts.ConfigDir, d.apply, d.reject)
+}
+
+func (d *Daemon) loadOnce(fsys fs.FS, name string) {
+	res, err := configdir.NewFSLoader(fsys, name).Load()
+	if err != nil {
+		d.reject(err)
+		return
+	}
+	d.apply(res)
+}
+
+// apply publishes a configuration that loaded.
+func (d *Daemon) apply(res *configdir.Result) {
+	snap, err := cache.NewSnapshot(res.Resources...)
+	if err != nil {
+		d.reject(err)
+		return
+	}
+	start := time.Now()
+	changes := d.cache.SetSnapshot("", snap)
+	d.loaded.Store(true)
+	d.mu.Lock()
+	d.reloads.ok++
+	d.lastErr = nil
+	d.mu.Unlock()
+	n := 0
+	for _, keys := range changes {
+		n += len(keys)
+	}
+	d.log.Info("configuration loaded", "resources", len(res.Resources), "files", res.Files,
+		"files_read", res.Reread, "changed", n, "publish", time.Since(start))
+}
+
+// reject keeps the last good configuration and records why.
+func (d *Daemon) reject(err error) {
+	d.mu.Lock()
+	d.reloads.failed++
+	d.lastErr, d.lastErrAt = err, time.Now()
+	d.mu.Unlock()
+	d.log.Error("configuration rejected; still serving the last good one", "error", err)
+}

@@ -1,0 +1,189 @@
+package configdir
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Loader loads a configuration directory and reloads it, re-reading only
+// the files that changed since the last load. It is not safe for
+// concurrent use: one goroutine (the watcher) owns it.
+type Loader struct {
+	fsys  fs.FS
+	name  string                // shown in errors
+	files map[string]*fileState // by path relative to the root
+}
+
+// fileState is what a file held when last read.
+type fileState struct {
+	stamp   stamp
+	entries []entry
+	probs   []Problem
+}
+
+// stamp tells whether a file may have changed without reading it.
+type stamp struct {
+	size  int64
+	mtime time.Time
+	ino   uint64
+}
+
+// Result is a loaded configuration.
+type Result struct {
+	// Resources holds every resource, sorted by type and name.
+	Resources []*resource.Resource
+	// Files is the number of configuration files read.
+	Files int
+	// Reread is the number of files read by this load (the others had not
+	// changed).
+	Reread int
+}
+
+// NewLoader returns a loader for the directory dir. Nothing is read until
+// Load.
+func NewLoader(dir string) *Loader { return NewFSLoader(os.DirFS(dir), dir) }
+
+// NewFSLoader returns a loader for a file system (an embedded
+// configuration, say); name is how errors refer to it.
+func NewFSLoader(fsys fs.FS, name string) *Loader {
+	return &Loader{fsys: fsys, name: name, files: make(map[string]*fileState)}
+}
+
+// IsConfigFile reports whether a path (relative to the directory) is a
+// configuration file: *.yaml, *.yml or *.json, with no path element that
+// starts with "." (editors' and writers' temporary files).
+func IsConfigFile(rel string) bool {
+	for _, part := range strings.Split(filepath.ToSlash(rel), "/") {
+		if strings.HasPrefix(part, ".") {
+			return false
+		}
+	}
+	switch filepath.Ext(rel) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
+}
+
+// Load reads the directory and returns the whole configuration, or an
+// *Error listing every problem. Files whose size, modification time and
+// inode are unchanged since the last Load are not read again.
+func (l *Loader) Load() (*Result, error) {
+	seen := make(map[string]bool)
+	reread := 0
+	err := fs.WalkDir(l.fsys, ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if rel != "." && strings.HasPrefix(d.Name(), ".") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !IsConfigFile(rel) {
+			return nil
+		}
+		info, err := d.Info()
+		if err != nil {
+			if os.IsNotExist(err) {
+				return nil // removed while we walked
+			}
+			return err
+		}
+		seen[rel] = true
+		st := stampOf(info)
+		if fsState := l.files[rel]; fsState != nil && fsState.stamp == st {
+			return nil
+		}
+		data, err := fs.ReadFile(l.fsys, rel)
+		if err != nil {
+			if os.IsNotExist(err) {
+				delete(seen, rel)
+				return nil
+			}
+			return err
+		}
+		reread++
+		entries, probs := parseFile(rel, data)
+		l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", l.name, err)
+	}
+	for rel := range l.files {
+		if !seen[rel] {
+			delete(l.files, rel)
+		}
+	}
+	res, err := l.assemble()
+	if res != nil {
+		res.Reread = reread
+	}
+	return res, err
+}
+
+func stampOf(info fs.FileInfo) stamp {
+	s := stamp{size: info.Size(), mtime: info.ModTime()}
+	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
+		s.ino = sys.Ino
+	}
+	return s
+}
+
+// assemble checks the files together: parse problems, duplicate names
+// across files, and references.
+func (l *Loader) assemble() (*Result, error) {
+	paths := make([]string, 0, len(l.files))
+	for p := range l.files {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var probs []Problem
+	type key struct {
+		t    *resource.Type
+		name string
+	}
+	first := make(map[key]entry)
+	var all []entry
+	for _, p := range paths {
+		fsState := l.files[p]
+		probs = append(probs, fsState.probs...)
+		for _, e := range fsState.entries {
+			k := key{e.res.Type, e.res.Name}
+			if prev, dup := first[k]; dup {
+				probs = append(probs, Problem{File: e.file, Resource: label(e.res),
+					Reason: fmt.Sprintf("duplicate name: also defined in %s (resource #%d)", prev.file, prev.index)})
+				continue
+			}
+			first[k] = e
+			all = append(all, e)
+		}
+	}
+	probs = append(probs, checkReferences(all)...)
+	if len(probs) > 0 {
+		return nil, &Error{Problems: probs}
+	}
+	out := make([]*resource.Resource, len(all))
+	for i, e := range all {
+		out[i] = e.res
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Type != out[j].Type {
+			return out[i].Type.Order < out[j].Type.Order
+		}
+		return out[i].Name < out[j].Name
+	})
+	return &Result{Resources: out, Files: len(paths)}, nil
+}
+
+func label(r *resource.Resource) string { return fmt.Sprintf("%s %q", r.Type.Short, r.Name) }

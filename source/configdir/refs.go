@@ -1,0 +1,69 @@
+package configdir
+
+import (
+	"fmt"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// checkReferences rejects a route that names a cluster that does not exist
+// and an EDS cluster whose endpoints resource does not exist.
+func checkReferences(all []entry) []Problem {
+	exists := func(t string) map[string]bool {
+		m := map[string]bool{}
+		for _, e := range all {
+			if e.res.Type.URL == t {
+				m[e.res.Name] = true
+			}
+		}
+		return m
+	}
+	clusters, endpoints := exists(resource.ClusterType), exists(resource.EndpointType)
+	var probs []Problem
+	for _, e := range all {
+		switch m := e.res.Message.(type) {
+		case *clusterv3.Cluster:
+			if name, ok := resource.EDSName(m); ok && !endpoints[name] {
+				probs = append(probs, Problem{File: e.file, Resource: label(e.res),
+					Reason: fmt.Sprintf("eds_cluster_config: EDS cluster has no endpoints resource (a ClusterLoadAssignment with cluster_name %q)", name)})
+			}
+		case *routev3.RouteConfiguration:
+			for i, vh := range m.GetVirtualHosts() {
+				probs = append(probs, routeProblems(e, fmt.Sprintf("virtual_hosts[%d]", i), vh, clusters)...)
+			}
+		case *routev3.VirtualHost:
+			probs = append(probs, routeProblems(e, "", m, clusters)...)
+		}
+	}
+	return probs
+}
+
+func routeProblems(e entry, prefix string, vh *routev3.VirtualHost, clusters map[string]bool) []Problem {
+	var probs []Problem
+	field := func(s string) string {
+		if prefix == "" {
+			return s
+		}
+		return prefix + "." + s
+	}
+	for i, r := range vh.GetRoutes() {
+		a := r.GetRoute()
+		if a == nil {
+			continue
+		}
+		check := func(f, name string) {
+			if name != "" && !clusters[name] {
+				probs = append(probs, Problem{File: e.file, Resource: label(e.res),
+					Reason: fmt.Sprintf("%s: route to cluster %q, which does not exist", field(f), name)})
+			}
+		}
+		check(fmt.Sprintf("routes[%d].route.cluster", i), a.GetCluster())
+		for j, wc := range a.GetWeightedClusters().GetClusters() {
+			check(fmt.Sprintf("routes[%d].route.weighted_clusters.clusters[%d].name", i, j), wc.GetName())
+		}
+	}
+	return probs
+}
