@@ -25,6 +25,8 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
@@ -128,14 +130,19 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 // fetch answers a unary Fetch* call with the resources the request names
 // (or, for wildcard types with no names, all of them) in the node's group.
 func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *resource.Type) (*discovery.DiscoveryResponse, error) {
-	st := s.newStream(false, t)
-	defer s.status.remove(st.status)
-	if _, err := st.typeOf(req.GetTypeUrl()); err != nil {
-		return nil, err
+	if url := req.GetTypeUrl(); url != "" && url != t.URL {
+		return nil, status.Errorf(codes.InvalidArgument, "%s service cannot serve type %q", t.Short, url)
 	}
 	snap := s.cache.Snapshot(s.cache.GroupOf(req.GetNode()))
+	return s.current(snap, t, req.GetResourceNames()), nil
+}
+
+// current builds the SotW response for a one-shot subscription to names of
+// type t (REST and Fetch): every subscribed resource that exists, with the
+// set's version.
+func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string) *discovery.DiscoveryResponse {
 	ts := newTypeState(t)
-	ts.setNames(req.GetResourceNames())
+	ts.setNames(names)
 	w := ts.evaluate(snap, false)
 	sortItems(w.upserts)
 	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
@@ -145,5 +152,5 @@ func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *re
 		xor ^= it.res.Hash()
 	}
 	resp.VersionInfo = resource.SetVersion(xor)
-	return resp, nil
+	return resp
 }

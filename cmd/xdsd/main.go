@@ -73,6 +73,8 @@ func serve(args []string, stderr io.Writer) int {
 		configDir = fs.String("config-dir", "", "directory of Envoy-native resources (*.yaml, *.yml, *.json), watched for changes;\nempty serves the embedded example configuration")
 		xdsAddr   = fs.String("xds-addr", ":18000", "gRPC xDS listen address")
 		adminAddr = fs.String("admin-addr", "127.0.0.1:19000", "admin HTTP listen address (/healthz, /readyz, /status, /config_dump, /debug/pprof);\nempty turns it off")
+		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>); empty turns it off")
+		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
@@ -103,11 +105,13 @@ func serve(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		ConfigDir:     *configDir,
-		XDSAddr:       *xdsAddr,
-		AdminAddr:     *adminAddr,
-		Logger:        logger,
-		ShutdownGrace: *grace,
+		ConfigDir:       *configDir,
+		XDSAddr:         *xdsAddr,
+		AdminAddr:       *adminAddr,
+		RESTAddr:        *restAddr,
+		RESTPollTimeout: *restPoll,
+		Logger:          logger,
+		ShutdownGrace:   *grace,
 	})
 	if err != nil {
 		logger.Error("xdsd stopped", "error", err)

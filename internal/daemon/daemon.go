@@ -34,6 +34,11 @@ type Options struct {
 	XDSAddr string
 	// AdminAddr is the admin HTTP address (optional).
 	AdminAddr string
+	// RESTAddr is the REST-JSON polling address (optional).
+	RESTAddr string
+	// RESTPollTimeout bounds how long a REST request at the current
+	// version is held; zero means server.RESTConfig's default.
+	RESTPollTimeout time.Duration
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// ShutdownGrace is how long streams may run after the context ends
@@ -47,6 +52,7 @@ type Options struct {
 type Addrs struct {
 	XDS   string
 	Admin string
+	REST  string
 }
 
 // Daemon is a running xdsd. Fields are set by Run.
@@ -80,11 +86,20 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("xds listener: %w", err)
 	}
-	var adminLis net.Listener
+	var adminLis, restLis net.Listener
 	if o.AdminAddr != "" {
 		if adminLis, err = net.Listen("tcp", o.AdminAddr); err != nil {
 			xdsLis.Close()
 			return fmt.Errorf("admin listener: %w", err)
+		}
+	}
+	if o.RESTAddr != "" {
+		if restLis, err = net.Listen("tcp", o.RESTAddr); err != nil {
+			xdsLis.Close()
+			if adminLis != nil {
+				adminLis.Close()
+			}
+			return fmt.Errorf("REST listener: %w", err)
 		}
 	}
 	gs := grpc.NewServer(
@@ -96,7 +111,7 @@ func Run(ctx context.Context, o Options) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -104,16 +119,23 @@ func Run(ctx context.Context, o Options) error {
 			errc <- fmt.Errorf("xds server: %w", err)
 		}
 	}()
-	var admin *http.Server
-	if adminLis != nil {
-		admin = &http.Server{Handler: d.adminHandler(), ReadHeaderTimeout: 10 * time.Second}
+	var https []*http.Server
+	serveHTTP := func(what string, lis net.Listener, h http.Handler) {
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		https = append(https, hs)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := admin.Serve(adminLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("admin server: %w", err)
+			if err := hs.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", what, err)
 			}
 		}()
+	}
+	if adminLis != nil {
+		serveHTTP("admin", adminLis, d.adminHandler())
+	}
+	if restLis != nil {
+		serveHTTP("REST", restLis, d.server.RESTHandler(server.RESTConfig{PollTimeout: o.RESTPollTimeout}))
 	}
 	wg.Add(1)
 	go func() {
@@ -126,7 +148,10 @@ func Run(ctx context.Context, o Options) error {
 	if adminLis != nil {
 		addrs.Admin = adminLis.Addr().String()
 	}
-	d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "config_dir", o.ConfigDir)
+	if restLis != nil {
+		addrs.REST = restLis.Addr().String()
+	}
+	d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "rest", addrs.REST, "config_dir", o.ConfigDir)
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}
@@ -137,14 +162,14 @@ func Run(ctx context.Context, o Options) error {
 	case runErr = <-errc:
 	}
 	cancel()
-	d.shutdown(gs, admin)
+	d.shutdown(gs, https)
 	wg.Wait()
 	return runErr
 }
 
 // shutdown stops accepting, lets streams end for the grace period, then
 // cuts them.
-func (d *Daemon) shutdown(gs *grpc.Server, admin *http.Server) {
+func (d *Daemon) shutdown(gs *grpc.Server, https []*http.Server) {
 	d.log.Info("xdsd shutting down")
 	done := make(chan struct{})
 	go func() {
@@ -159,10 +184,12 @@ func (d *Daemon) shutdown(gs *grpc.Server, admin *http.Server) {
 		gs.Stop()
 		<-done
 	}
-	if admin != nil {
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = admin.Shutdown(sctx)
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, hs := range https {
+		if hs.Shutdown(sctx) != nil {
+			hs.Close() // held long polls are cut
+		}
 	}
 }
 

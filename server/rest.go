@@ -1,0 +1,114 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// restTypes maps the REST paths' type names to types (PROTOCOL T4).
+var restTypes = map[string]*resource.Type{
+	"listeners":         ldsType,
+	"routes":            rdsType,
+	"scoped-routes":     srdsType,
+	"clusters":          cdsType,
+	"endpoints":         edsType,
+	"secrets":           sdsType,
+	"runtime":           rtdsType,
+	"extension_configs": ecdsType,
+}
+
+// RESTConfig configures the REST-JSON handler.
+type RESTConfig struct {
+	// PollTimeout bounds how long a request at the current version is held
+	// waiting for a change before it is answered 304 Not Modified. Zero
+	// means 30 seconds.
+	PollTimeout time.Duration
+	// MaxBodyBytes bounds a request body. Zero means 4 MiB.
+	MaxBodyBytes int64
+}
+
+// RESTHandler serves REST-JSON polling (PROTOCOL T4): POST
+// /v3/discovery:<type> with a DiscoveryRequest in canonical proto3 JSON is
+// answered with a DiscoveryResponse in the same encoding. A request whose
+// version_info is already current is held until something it covers
+// changes, or for PollTimeout, after which it is answered 304 Not Modified.
+// There is no ADS and no incremental variant over REST.
+func (s *Server) RESTHandler(cfg RESTConfig) http.Handler {
+	if cfg.PollTimeout <= 0 {
+		cfg.PollTimeout = 30 * time.Second
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 4 << 20
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.serveREST(w, r, cfg)
+	})
+}
+
+func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfig) {
+	name, ok := strings.CutPrefix(r.URL.Path, "/v3/discovery:")
+	t := restTypes[name]
+	if !ok || t == nil {
+		http.Error(w, fmt.Sprintf("unknown path %q: use POST /v3/discovery:<type> with type one of listeners, routes, scoped-routes, clusters, endpoints, secrets, runtime, extension_configs", r.URL.Path), http.StatusNotFound)
+		return
+	}
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes))
+	if err != nil {
+		http.Error(w, "reading request: "+err.Error(), http.StatusRequestEntityTooLarge)
+		return
+	}
+	var req discovery.DiscoveryRequest
+	if err := protojson.Unmarshal(body, &req); err != nil {
+		http.Error(w, "invalid DiscoveryRequest JSON: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.TypeUrl != "" && req.TypeUrl != t.URL {
+		http.Error(w, fmt.Sprintf("type_url %q does not match path type %s", req.TypeUrl, t.URL), http.StatusBadRequest)
+		return
+	}
+	if req.ErrorDetail != nil {
+		s.log.Warn("REST NACK", "type", t.Short, "node", req.GetNode().GetId(), "message", req.GetErrorDetail().GetMessage())
+	}
+	watcher := s.cache.Watch(req.GetNode())
+	defer watcher.Close()
+	timeout := time.NewTimer(cfg.PollTimeout)
+	defer timeout.Stop()
+	for {
+		snap, _ := watcher.Take()
+		if snap != nil {
+			resp := s.current(snap, t, req.GetResourceNames())
+			if resp.VersionInfo != req.GetVersionInfo() {
+				b, err := protojson.Marshal(resp)
+				if err != nil {
+					http.Error(w, err.Error(), http.StatusInternalServerError)
+					return
+				}
+				s.metrics.responses.Add(1)
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write(b)
+				return
+			}
+		}
+		select {
+		case <-watcher.Kick():
+		case <-timeout.C:
+			w.WriteHeader(http.StatusNotModified)
+			return
+		case <-r.Context().Done():
+			return
+		}
+	}
+}

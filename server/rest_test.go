@@ -1,0 +1,133 @@
+package server_test
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/server"
+)
+
+func restPost(t *testing.T, url string, body []byte) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
+}
+
+func restReq(t *testing.T, version string, names ...string) []byte {
+	t.Helper()
+	b, err := protojson.Marshal(&discovery.DiscoveryRequest{Node: rawxds.Node("rest"), VersionInfo: version, ResourceNames: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestREST(t *testing.T) {
+	c := cache.New(nil)
+	c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Endpoints("a", 1)))
+	srv := server.New(c, server.Config{})
+	hs := httptest.NewServer(srv.RESTHandler(server.RESTConfig{PollTimeout: 300 * time.Millisecond}))
+	defer hs.Close()
+
+	var first discovery.DiscoveryResponse
+	t.Run("T4_rest_json_answers_with_canonical_json", func(t *testing.T) {
+		code, body := restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, ""))
+		if code != http.StatusOK {
+			t.Fatalf("status %d: %s", code, body)
+		}
+		if err := protojson.Unmarshal(body, &first); err != nil {
+			t.Fatalf("reply is not DiscoveryResponse JSON: %v\n%s", err, body)
+		}
+		if first.TypeUrl != cds || len(first.Resources) != 1 || first.VersionInfo == "" {
+			t.Fatalf("reply %v", &first)
+		}
+		code, body = restPost(t, hs.URL+"/v3/discovery:endpoints", restReq(t, "", "a"))
+		if code != http.StatusOK || !bytes.Contains(body, []byte(`"clusterName":"a"`)) {
+			t.Fatalf("endpoints: %d %s", code, body)
+		}
+	})
+
+	t.Run("T4_current_version_is_held_until_change", func(t *testing.T) {
+		done := make(chan *discovery.DiscoveryResponse, 1)
+		held := restReq(t, first.VersionInfo)
+		go func() {
+			resp, err := http.Post(hs.URL+"/v3/discovery:clusters", "application/json", bytes.NewReader(held))
+			if err != nil {
+				done <- nil
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			var r discovery.DiscoveryResponse
+			if resp.StatusCode != http.StatusOK || protojson.Unmarshal(b, &r) != nil {
+				done <- nil
+				return
+			}
+			done <- &r
+		}()
+		// Publish until the held poll answers: the poll may arrive before
+		// or after the change; either way it must see the new version.
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Cluster("b"), rawxds.Endpoints("a", 1)))
+		r := <-done
+		if r == nil {
+			t.Fatal("held poll failed")
+		}
+		if r.VersionInfo == first.VersionInfo || len(r.Resources) != 2 {
+			t.Fatalf("held poll answered %v", r)
+		}
+	})
+
+	t.Run("T4_not_modified_after_bounded_wait", func(t *testing.T) {
+		_, body := restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, ""))
+		var cur discovery.DiscoveryResponse
+		if err := protojson.Unmarshal(body, &cur); err != nil {
+			t.Fatal(err)
+		}
+		code, _ := restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, cur.VersionInfo))
+		if code != http.StatusNotModified {
+			t.Fatalf("status %d, want 304", code)
+		}
+	})
+
+	t.Run("R1_malformed_rest_requests", func(t *testing.T) {
+		for _, tc := range []struct {
+			path string
+			body string
+			want int
+		}{
+			{"/v3/discovery:clusters", "{not json", http.StatusBadRequest},
+			{"/v3/discovery:clusters", `{"typeUrl":"type.googleapis.com/envoy.config.listener.v3.Listener"}`, http.StatusBadRequest},
+			{"/v3/discovery:nothing", "{}", http.StatusNotFound},
+			{"/v3/discovery:clusters", `{"unknownField":1}`, http.StatusBadRequest},
+		} {
+			if code, body := restPost(t, hs.URL+tc.path, []byte(tc.body)); code != tc.want {
+				t.Errorf("%s %s: status %d (%s), want %d", tc.path, tc.body, code, body, tc.want)
+			}
+		}
+		resp, err := http.Get(hs.URL + "/v3/discovery:clusters")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("GET: status %d, want 405", resp.StatusCode)
+		}
+	})
+}
