@@ -33,6 +33,7 @@ type stream struct {
 	snap          *cache.Snapshot
 	types         map[*resource.Type]*typeState
 	warm          warmGate
+	hb            heartbeat
 	status        *streamStatus
 	sendSotw      func(*discovery.DiscoveryResponse) error
 	sendDeltaResp func(*discovery.DeltaDiscoveryResponse) error
@@ -88,15 +89,21 @@ func run[Req any](ctx context.Context, st *stream, recv func() (Req, error), han
 			}
 		case <-st.warm.expired():
 			st.warm.clear()
+		case <-st.hb.fired():
+			if err := st.sendHeartbeats(); err != nil {
+				return err
+			}
 		}
 		if err := st.push(); err != nil {
 			return err
 		}
+		st.rearmHeartbeat()
 	}
 }
 
 func (st *stream) close() {
 	st.warm.clear()
+	st.hb.stop()
 	if st.watcher != nil {
 		st.watcher.Close()
 	}

@@ -23,6 +23,7 @@ type typeState struct {
 	// resource means we told the client the key does not exist (D5).
 	held map[string]*resource.Resource
 	xor  uint64 // XOR of the hashes of held resources: the set version
+	ttls int    // number of held resources with a TTL
 
 	// Outstanding response.
 	nonce   string // latest nonce sent for this type, "" if none
@@ -50,11 +51,12 @@ func (ts *typeState) version() string { return resource.SetVersion(ts.xor) }
 // hold records that the client now holds r (nil: told it does not exist)
 // under key.
 func (ts *typeState) hold(key string, r *resource.Resource) {
-	if old := ts.held[key]; old != nil {
-		ts.xor ^= old.Hash()
-	}
+	ts.forget(key)
 	if r != nil {
 		ts.xor ^= r.Hash()
+		if r.TTL > 0 {
+			ts.ttls++
+		}
 	}
 	ts.held[key] = r
 }
@@ -64,6 +66,9 @@ func (ts *typeState) forget(key string) {
 	if old, ok := ts.held[key]; ok {
 		if old != nil {
 			ts.xor ^= old.Hash()
+			if old.TTL > 0 {
+				ts.ttls--
+			}
 		}
 		delete(ts.held, key)
 	}

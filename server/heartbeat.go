@@ -1,0 +1,143 @@
+package server
+
+import (
+	"sort"
+	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// minHeartbeat bounds how often heartbeats go out, whatever the TTLs.
+const minHeartbeat = 50 * time.Millisecond
+
+// heartbeat keeps a stream's TTL resources alive (PROTOCOL L1, L2): every
+// half of the shortest TTL the client holds, each type that holds TTL
+// resources and has no response in flight is sent a heartbeat: a Resource
+// with the name, version and TTL but no body, which refreshes the TTL and is
+// not an update. Owned by the stream's goroutine.
+type heartbeat struct {
+	timer    *time.Timer
+	interval time.Duration
+}
+
+// ttlOf returns the TTL the client sees for r on this stream: SotW clients
+// see TTLs only if they accept Resource wrappers (L3).
+func (st *stream) ttlOf(r *resource.Resource) time.Duration {
+	if r == nil || (!st.delta && !st.wrapTTL) {
+		return 0
+	}
+	return r.TTL
+}
+
+// rearm starts, changes or stops the heartbeat timer after a push.
+func (st *stream) rearmHeartbeat() {
+	var shortest time.Duration
+	for _, ts := range st.types {
+		if ts.ttls == 0 {
+			continue
+		}
+		for _, r := range ts.held {
+			if d := st.ttlOf(r); d > 0 && (shortest == 0 || d < shortest) {
+				shortest = d
+			}
+		}
+	}
+	hb := &st.hb
+	if shortest == 0 {
+		hb.stop()
+		return
+	}
+	interval := max(shortest/2, minHeartbeat)
+	if hb.timer != nil && hb.interval == interval {
+		return
+	}
+	hb.stop()
+	hb.interval = interval
+	hb.timer = time.NewTimer(interval)
+}
+
+func (hb *heartbeat) stop() {
+	if hb.timer != nil {
+		hb.timer.Stop()
+		hb.timer = nil
+	}
+}
+
+// fired is signalled when heartbeats are due; nil when none are.
+func (hb *heartbeat) fired() <-chan time.Time {
+	if hb.timer == nil {
+		return nil
+	}
+	return hb.timer.C
+}
+
+// sendHeartbeats sends a heartbeat for every type that holds TTL resources.
+func (st *stream) sendHeartbeats() error {
+	st.hb.timer = nil
+	for _, t := range st.order() {
+		ts := st.types[t]
+		if ts == nil || ts.waiting {
+			continue
+		}
+		var keys []string
+		for k, r := range ts.held {
+			if st.ttlOf(r) > 0 {
+				keys = append(keys, k)
+			}
+		}
+		if len(keys) == 0 {
+			continue
+		}
+		sort.Strings(keys)
+		if err := st.sendHeartbeat(ts, keys); err != nil {
+			return err
+		}
+	}
+	st.rearmHeartbeat()
+	return nil
+}
+
+func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
+	nonce := st.srv.nextNonce()
+	ts.nonce, ts.waiting = nonce, true
+	st.status.sent(ts.t, ts.lastVersion, nonce)
+	st.srv.metrics.responses.Add(1)
+	if st.delta {
+		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
+		for _, k := range keys {
+			r := ts.held[k]
+			resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
+		}
+		return st.sendDeltaResp(resp)
+	}
+	// SotW: a full-state type must list everything it holds; the TTL
+	// resources go as bodiless wrappers.
+	var bodies []*anypb.Any
+	if ts.t.FullState {
+		all := make([]string, 0, len(ts.held))
+		for k, r := range ts.held {
+			if r != nil {
+				all = append(all, k)
+			}
+		}
+		sort.Strings(all)
+		keys = all
+	}
+	for _, k := range keys {
+		r := ts.held[k]
+		if st.ttlOf(r) == 0 {
+			bodies = append(bodies, r.Body)
+			continue
+		}
+		a, err := anypb.New(&discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
+		if err != nil {
+			return err
+		}
+		bodies = append(bodies, a)
+	}
+	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
+}

@@ -1,0 +1,89 @@
+package server_test
+
+import (
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/resource"
+)
+
+const wrapperType = "type.googleapis.com/envoy.service.discovery.v3.Resource"
+
+func withTTL(r *resource.Resource, d time.Duration) *resource.Resource {
+	return resource.MustNew(r.Message, resource.WithTTL(d))
+}
+
+func TestTTL(t *testing.T) {
+	t.Run("L1_ttl_is_sent_updated_and_removed", func(t *testing.T) {
+		e := start(t, withTTL(rawxds.Endpoints("a", 1), time.Hour))
+		s := e.DeltaADS(t)
+		s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("n"), TypeUrl: eds, ResourceNamesSubscribe: []string{"a"}})
+		r := s.Recv()
+		if got := r.Resources[0].GetTtl().AsDuration(); got != time.Hour {
+			t.Fatalf("ttl %v, want 1h", got)
+		}
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r.Nonce})
+		publish(e, withTTL(rawxds.Endpoints("a", 1), 2*time.Hour))
+		r = s.Recv()
+		if got := r.Resources[0].GetTtl().AsDuration(); got != 2*time.Hour || r.Resources[0].Resource == nil {
+			t.Fatalf("updated ttl %v (body %v), want 2h with body", got, r.Resources[0].Resource != nil)
+		}
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r.Nonce})
+		publish(e, rawxds.Endpoints("a", 1))
+		r = s.Recv()
+		if r.Resources[0].Ttl != nil || r.Resources[0].Resource == nil {
+			t.Fatalf("resent without TTL: %v", r.Resources[0])
+		}
+	})
+
+	t.Run("L2_heartbeats_refresh_without_body", func(t *testing.T) {
+		res := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
+		e := start(t, res)
+		s := e.DeltaADS(t)
+		s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("n"), TypeUrl: eds, ResourceNamesSubscribe: []string{"a"}})
+		r := s.Recv()
+		for range 2 {
+			s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r.Nonce})
+			r = s.Recv()
+			hb := r.Resources[0]
+			if hb.Resource != nil || hb.Name != "a" || hb.Version != res.Version || hb.GetTtl().AsDuration() != 200*time.Millisecond {
+				t.Fatalf("heartbeat %v, want name, version and ttl without body", hb)
+			}
+		}
+	})
+
+	t.Run("L3_sotw_wrapper_only_for_clients_that_ask", func(t *testing.T) {
+		res := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
+		e := start(t, res)
+		plain := e.ADS(t)
+		plain.Send(req(eds, "a"))
+		r := plain.Recv()
+		if r.Resources[0].TypeUrl != eds {
+			t.Fatalf("client without the feature got %s", r.Resources[0].TypeUrl)
+		}
+		plain.Send(ack(r, "a"))
+
+		wrapped := e.ADS(t)
+		wrapped.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"},
+			Node: &corev3.Node{Id: "w", ClientFeatures: []string{"xds.config.supports-resource-in-sotw", "xds.config.supports-resource-ttl"}}})
+		r = wrapped.Recv()
+		var w discovery.Resource
+		if r.Resources[0].TypeUrl != wrapperType || r.Resources[0].UnmarshalTo(&w) != nil || w.Resource == nil || w.GetTtl().AsDuration() != 200*time.Millisecond {
+			t.Fatalf("client with the feature got %v", r.Resources[0])
+		}
+		wrapped.Send(ack(r, "a"))
+		hb := wrapped.Recv()
+		if hb.VersionInfo != r.VersionInfo || hb.Resources[0].UnmarshalTo(&w) != nil || w.Resource != nil || w.Name != "a" {
+			t.Fatalf("sotw heartbeat %v", hb)
+		}
+		// The plain client gets no heartbeat: barrier on a real change.
+		publish(e, withTTL(rawxds.Endpoints("a", 2), 200*time.Millisecond))
+		if r := plain.Recv(); r.VersionInfo == "" || r.Resources[0].TypeUrl != eds {
+			t.Fatalf("plain client got %v", r)
+		}
+	})
+}
