@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sync"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 )
@@ -58,8 +59,9 @@ func (c *Cache) SetSnapshot(groupName string, s *Snapshot) Changes {
 	if len(ch) == 0 {
 		return ch
 	}
+	now := time.Now()
 	for w := range g.watchers {
-		w.notify(s, ch)
+		w.notify(s, ch, now)
 	}
 	return ch
 }

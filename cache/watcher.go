@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sync"
+	"time"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -20,6 +21,7 @@ type Watcher struct {
 
 	mu    sync.Mutex // guards the fields below
 	snap  *Snapshot
+	at    time.Time // when snap was published
 	dirty map[*resource.Type]*Dirty
 }
 
@@ -48,15 +50,16 @@ func (w *Watcher) Group() string { return w.group }
 // Kick is signalled (capacity one, coalescing) when a new snapshot arrives.
 func (w *Watcher) Kick() <-chan struct{} { return w.kick }
 
-// Take returns the latest snapshot and the changes since the last Take, and
-// resets them. The first Take after Watch reports nothing changed: a new
-// stream evaluates its subscriptions in full anyway.
-func (w *Watcher) Take() (*Snapshot, map[*resource.Type]*Dirty) {
+// Take returns the latest snapshot, the changes since the last Take and
+// when the snapshot was published, and resets the changes. The first Take
+// after Watch reports nothing changed and a zero time: a new stream
+// evaluates its subscriptions in full anyway.
+func (w *Watcher) Take() (*Snapshot, map[*resource.Type]*Dirty, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d := w.dirty
-	w.dirty = nil
-	return w.snap, d
+	d, at := w.dirty, w.at
+	w.dirty, w.at = nil, time.Time{}
+	return w.snap, d, at
 }
 
 // Close unregisters the watcher.
@@ -64,9 +67,12 @@ func (w *Watcher) Close() { w.cache.unwatch(w) }
 
 // notify records a new snapshot and its changes; called with the cache lock
 // held, it must not block.
-func (w *Watcher) notify(s *Snapshot, ch Changes) {
+func (w *Watcher) notify(s *Snapshot, ch Changes, at time.Time) {
 	w.mu.Lock()
 	w.snap = s
+	if w.at.IsZero() {
+		w.at = at // the oldest unseen publication: the latency to report
+	}
 	if w.dirty == nil {
 		w.dirty = make(map[*resource.Type]*Dirty, len(ch))
 	}

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"slices"
 	"sort"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -133,48 +135,45 @@ func (st *stream) resume(ts *typeState) {
 // withRemovals, its removals, and records it.
 func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	var removed []string
+	items := w.upserts
 	if st.delta && withRemovals {
-		seen := make(map[string]bool, len(w.removals))
-		for _, k := range w.removals {
-			// Keys subscribed by alias share their resource's name.
-			if name := ts.held[k].Name; !seen[name] {
-				seen[name] = true
-				removed = append(removed, name)
-			}
-		}
-		sort.Strings(removed)
+		removed, items = deltaRemovals(ts, w)
 	}
 	ts.settle(w, withRemovals)
 	nonce := st.srv.nextNonce()
 	ts.nonce, ts.waiting, ts.sent, ts.lastVersion = nonce, true, true, ts.version()
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
+	if !st.publishedAt.IsZero() {
+		st.srv.metrics.latency.observe(time.Since(st.publishedAt))
+	}
 	if st.delta {
 		return st.sendDeltaResp(&discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: ts.lastVersion,
 			TypeUrl:           ts.t.URL,
 			Nonce:             nonce,
-			Resources:         deltaResources(ts.t, w.upserts),
+			Resources:         deltaResources(ts.t, items, removed),
 			RemovedResources:  removed,
 		})
 	}
-	var bodies []*anypb.Any
+	var rs []*resource.Resource
 	if ts.t.FullState {
-		keys := make([]string, 0, len(ts.held))
-		for k, r := range ts.held {
+		for _, r := range ts.held {
 			if r != nil {
-				keys = append(keys, k)
+				rs = append(rs, r)
 			}
 		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			bodies = append(bodies, st.sotwBody(ts.held[k]))
-		}
 	} else {
-		sortItems(w.upserts)
 		for _, it := range w.upserts {
-			bodies = append(bodies, st.sotwBody(it.res))
+			rs = append(rs, it.res)
 		}
+	}
+	// By name, once each: keys subscribed by alias share a resource (S11).
+	sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
+	rs = slices.CompactFunc(rs, func(a, b *resource.Resource) bool { return a.Name == b.Name })
+	bodies := make([]*anypb.Any, len(rs))
+	for i, r := range rs {
+		bodies[i] = st.sotwBody(r)
 	}
 	return st.sendSotw(&discovery.DiscoveryResponse{
 		VersionInfo: ts.lastVersion,
@@ -182,6 +181,34 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		TypeUrl:     ts.t.URL,
 		Nonce:       nonce,
 	})
+}
+
+// deltaRemovals splits a delta response's removals: names whose resource
+// is gone go in removed_resources, once each, unless the same response
+// sends them; an alias that no longer resolves is answered as a name that
+// does not exist (D5, D7), since its resource may live on. It returns the
+// removed names and the response's items.
+func deltaRemovals(ts *typeState, w work) ([]string, []item) {
+	items := w.upserts
+	sent := make(map[string]bool, len(items))
+	for _, it := range items {
+		if it.res != nil {
+			sent[it.res.Name] = true
+		}
+	}
+	var removed []string
+	for _, k := range w.removals {
+		name := ts.held[k].Name
+		switch {
+		case k != name:
+			items = append(items, item{key: k})
+		case !sent[name]:
+			sent[name] = true
+			removed = append(removed, name)
+		}
+	}
+	sort.Strings(removed)
+	return removed, items
 }
 
 func sortItems(items []item) {
@@ -208,13 +235,18 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 }
 
 // deltaResources builds the resources of an incremental response (D1, D5,
-// D7): one entry per resource name, listing every alias the client used.
-func deltaResources(t *resource.Type, items []item) []*discovery.Resource {
+// D7): one entry per resource name, listing every alias the client used. A
+// name the response also removes gets no "does not exist" entry: the
+// removal says it.
+func deltaResources(t *resource.Type, items []item, removed []string) []*discovery.Resource {
 	sortItems(items)
 	out := make([]*discovery.Resource, 0, len(items))
 	byName := make(map[string]*discovery.Resource, len(items))
 	for _, it := range items {
 		if it.res == nil {
+			if slices.Contains(removed, it.key) {
+				continue
+			}
 			dr := &discovery.Resource{Name: it.key}
 			if t.URL == resource.VirtualHostType {
 				dr.Aliases = []string{it.key}

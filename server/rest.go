@@ -87,7 +87,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 	timeout := time.NewTimer(cfg.PollTimeout)
 	defer timeout.Stop()
 	for {
-		snap, _ := watcher.Take()
+		snap, _, _ := watcher.Take()
 		if snap != nil {
 			resp := s.current(snap, t, req.GetResourceNames())
 			if resp.VersionInfo != req.GetVersionInfo() {

@@ -56,11 +56,6 @@ type Server struct {
 	metrics counters
 }
 
-// counters are the server's running totals.
-type counters struct {
-	responses atomic.Uint64
-}
-
 // New returns a Server that serves the snapshots of c.
 func New(c *cache.Cache, cfg Config) *Server {
 	if cfg.WarmTimeout <= 0 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -31,6 +32,7 @@ type stream struct {
 	wrapTTL       bool         // client accepts Resource wrappers in SotW
 	watcher       *cache.Watcher
 	snap          *cache.Snapshot
+	publishedAt   time.Time // when snap was published; zero once measured
 	types         map[*resource.Type]*typeState
 	warm          warmGate
 	hb            heartbeat
@@ -80,13 +82,7 @@ func run[Req any](ctx context.Context, st *stream, recv func() (Req, error), han
 				return err
 			}
 		case <-kick:
-			snap, dirty := st.watcher.Take()
-			st.snap = snap
-			for t, d := range dirty {
-				if ts := st.types[t]; ts != nil {
-					ts.markDirty(d)
-				}
-			}
+			st.takeSnapshot()
 		case <-st.warm.expired():
 			st.warm.clear()
 		case <-st.hb.fired():
@@ -97,7 +93,19 @@ func run[Req any](ctx context.Context, st *stream, recv func() (Req, error), han
 		if err := st.push(); err != nil {
 			return err
 		}
+		st.publishedAt = time.Time{} // later responses answer requests, not the publication
 		st.rearmHeartbeat()
+	}
+}
+
+// takeSnapshot adopts the watcher's latest snapshot and marks what changed.
+func (st *stream) takeSnapshot() {
+	snap, dirty, at := st.watcher.Take()
+	st.snap, st.publishedAt = snap, at
+	for t, d := range dirty {
+		if ts := st.types[t]; ts != nil {
+			ts.markDirty(d)
+		}
 	}
 }
 
@@ -214,7 +222,9 @@ func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	if nack {
 		st.log.Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)
+		st.srv.metrics.nacks[ts.t.Order].Add(1)
 		return
 	}
 	st.status.ack(ts.t, version)
+	st.srv.metrics.acks[ts.t.Order].Add(1)
 }

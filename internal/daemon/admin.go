@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -26,6 +27,7 @@ func (d *Daemon) adminHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /status", d.handleStatus)
 	mux.HandleFunc("GET /config_dump", d.handleConfigDump)
+	mux.HandleFunc("GET /metrics", d.handleMetrics)
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -145,4 +147,25 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// handleMetrics serves Prometheus metrics: the server's, and the daemon's
+// configuration reloads.
+func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	d.server.WritePrometheus(w)
+	d.mu.Lock()
+	ok, failed := d.reloads.ok, d.reloads.failed
+	d.mu.Unlock()
+	fmt.Fprintln(w, "# HELP xdsd_config_reloads_total Configuration loads, by result.")
+	fmt.Fprintln(w, "# TYPE xdsd_config_reloads_total counter")
+	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"ok\"} %d\n", ok)
+	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"failed\"} %d\n", failed)
+	loaded := 0
+	if d.loaded.Load() {
+		loaded = 1
+	}
+	fmt.Fprintln(w, "# HELP xdsd_config_loaded Whether a configuration is being served.")
+	fmt.Fprintln(w, "# TYPE xdsd_config_loaded gauge")
+	fmt.Fprintf(w, "xdsd_config_loaded %d\n", loaded)
 }

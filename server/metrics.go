@@ -1,0 +1,104 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// latencyBuckets are the upper bounds, in seconds, of the push latency
+// histogram.
+var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+
+// counters are the server's running totals; all fields are atomic.
+type counters struct {
+	responses atomic.Uint64
+	acks      [16]atomic.Uint64 // by type Order
+	nacks     [16]atomic.Uint64
+	latency   histogram
+}
+
+// histogram is a fixed-bucket histogram safe for concurrent use.
+type histogram struct {
+	buckets [16]atomic.Uint64 // one per latencyBuckets entry, plus +Inf
+	count   atomic.Uint64
+	sumNano atomic.Uint64
+}
+
+func (h *histogram) observe(d time.Duration) {
+	s := d.Seconds()
+	i := sort.SearchFloat64s(latencyBuckets, s)
+	h.buckets[i].Add(1)
+	h.count.Add(1)
+	h.sumNano.Add(uint64(d.Nanoseconds()))
+}
+
+// WritePrometheus writes the server's metrics in the Prometheus text
+// format: open streams by variant and by type, responses sent, ACKs and
+// NACKs by type, and the latency from a snapshot's publication to the
+// responses it causes.
+func (s *Server) WritePrometheus(w io.Writer) {
+	streams := map[string]int{}
+	types := map[[2]string]int{}
+	for _, st := range s.Status() {
+		streams[st.Variant]++
+		for _, ts := range st.Types {
+			types[[2]string{st.Variant, resource.Lookup(ts.TypeURL).Short}]++
+		}
+	}
+	fmt.Fprintln(w, "# HELP xdsd_streams Open xDS streams by variant.")
+	fmt.Fprintln(w, "# TYPE xdsd_streams gauge")
+	for _, v := range sortedKeys(streams) {
+		fmt.Fprintf(w, "xdsd_streams{variant=%q} %d\n", v, streams[v])
+	}
+	fmt.Fprintln(w, "# HELP xdsd_stream_types Open xDS streams by variant and resource type they use.")
+	fmt.Fprintln(w, "# TYPE xdsd_stream_types gauge")
+	keys := make([][2]string, 0, len(types))
+	for k := range types {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	for _, k := range keys {
+		fmt.Fprintf(w, "xdsd_stream_types{variant=%q,type=%q} %d\n", k[0], k[1], types[k])
+	}
+	fmt.Fprintln(w, "# HELP xdsd_responses_total xDS responses sent.")
+	fmt.Fprintln(w, "# TYPE xdsd_responses_total counter")
+	fmt.Fprintf(w, "xdsd_responses_total %d\n", s.metrics.responses.Load())
+	for _, m := range []struct {
+		name, help string
+		v          *[16]atomic.Uint64
+	}{
+		{"xdsd_acks_total", "ACKs received, by type.", &s.metrics.acks},
+		{"xdsd_nacks_total", "NACKs received, by type.", &s.metrics.nacks},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", m.name, m.help, m.name)
+		for _, t := range resource.Types() {
+			fmt.Fprintf(w, "%s{type=%q} %d\n", m.name, t.Short, m.v[t.Order].Load())
+		}
+	}
+	h := &s.metrics.latency
+	fmt.Fprintln(w, "# HELP xdsd_push_latency_seconds Time from a snapshot's publication to each response it causes.")
+	fmt.Fprintln(w, "# TYPE xdsd_push_latency_seconds histogram")
+	var cum uint64
+	for i, le := range latencyBuckets {
+		cum += h.buckets[i].Load()
+		fmt.Fprintf(w, "xdsd_push_latency_seconds_bucket{le=\"%g\"} %d\n", le, cum)
+	}
+	cum += h.buckets[len(latencyBuckets)].Load()
+	fmt.Fprintf(w, "xdsd_push_latency_seconds_bucket{le=\"+Inf\"} %d\n", cum)
+	fmt.Fprintf(w, "xdsd_push_latency_seconds_sum %g\n", float64(h.sumNano.Load())/1e9)
+	fmt.Fprintf(w, "xdsd_push_latency_seconds_count %d\n", h.count.Load())
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
