@@ -14,12 +14,16 @@ type GroupFunc func(*corev3.Node) string
 // DefaultGroup puts every node in one group, named "".
 func DefaultGroup(*corev3.Node) string { return "" }
 
+// BuildFunc builds the snapshot of a group that has none yet, when a node
+// of that group first appears. It returns nil if it cannot.
+type BuildFunc func(group string) *Snapshot
+
 // Cache holds one snapshot per node group and the watchers of each group.
 type Cache struct {
-	groupOf GroupFunc // read-only after New
-
-	mu     sync.Mutex // guards groups
-	groups map[string]*group
+	mu      sync.Mutex // guards the fields below
+	groupOf GroupFunc
+	build   BuildFunc // nil: groups get snapshots only from SetSnapshot
+	groups  map[string]*group
 }
 
 type group struct {
@@ -27,7 +31,8 @@ type group struct {
 	watchers map[*Watcher]struct{}
 }
 
-// New returns an empty cache. A nil groupOf means DefaultGroup.
+// New returns an empty cache. A nil groupOf means DefaultGroup. groupOf is
+// called with the cache's lock held: it must not call the cache.
 func New(groupOf GroupFunc) *Cache {
 	if groupOf == nil {
 		groupOf = DefaultGroup
@@ -36,13 +41,54 @@ func New(groupOf GroupFunc) *Cache {
 }
 
 // GroupOf returns the group name of a node.
-func (c *Cache) GroupOf(n *corev3.Node) string { return c.groupOf(n) }
+func (c *Cache) GroupOf(n *corev3.Node) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.groupOf(n)
+}
 
+// SetGrouping replaces the node → group function and the builder of
+// missing group snapshots, then moves every watcher whose node now belongs
+// to another group there (a moved stream re-evaluates everything), and
+// forgets groups that no watcher uses. Call it when the rules that decide
+// groups change; a nil groupOf means DefaultGroup.
+func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
+	if groupOf == nil {
+		groupOf = DefaultGroup
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.groupOf, c.build = groupOf, build
+	for name, g := range c.groups {
+		for w := range g.watchers {
+			next := groupOf(w.node)
+			if next == name {
+				continue
+			}
+			delete(g.watchers, w)
+			ng := c.groupLocked(next)
+			ng.watchers[w] = struct{}{}
+			w.group = next
+			w.notifyAll(ng.snap)
+		}
+	}
+	for name, g := range c.groups {
+		if len(g.watchers) == 0 && name != "" {
+			delete(c.groups, name)
+		}
+	}
+}
+
+// groupLocked returns the named group, creating it, and building its
+// snapshot if it has none and a builder is set.
 func (c *Cache) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
 		g = &group{watchers: make(map[*Watcher]struct{})}
 		c.groups[name] = g
+	}
+	if g.snap == nil && c.build != nil {
+		g.snap = c.build(name)
 	}
 	return g
 }
@@ -66,12 +112,16 @@ func (c *Cache) SetSnapshot(groupName string, s *Snapshot) Changes {
 	return ch
 }
 
-// Snapshot returns the group's current snapshot, or nil if none was set.
+// Snapshot returns the group's current snapshot (built if need be), or
+// nil if it has none.
 func (c *Cache) Snapshot(groupName string) *Snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if g := c.groups[groupName]; g != nil {
+	if g := c.groups[groupName]; g != nil && g.snap != nil {
 		return g.snap
+	}
+	if c.build != nil {
+		return c.groupLocked(groupName).snap
 	}
 	return nil
 }
@@ -93,10 +143,10 @@ func (c *Cache) Groups() []string {
 // group's current snapshot (if any) and every type marked as changed. Call
 // Close when done.
 func (c *Cache) Watch(n *corev3.Node) *Watcher {
-	name := c.groupOf(n)
-	w := &Watcher{cache: c, group: name, kick: make(chan struct{}, 1)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	name := c.groupOf(n)
+	w := &Watcher{cache: c, node: n, group: name, kick: make(chan struct{}, 1)}
 	g := c.groupLocked(name)
 	g.watchers[w] = struct{}{}
 	if g.snap != nil {
@@ -111,8 +161,8 @@ func (c *Cache) unwatch(w *Watcher) {
 	defer c.mu.Unlock()
 	if g := c.groups[w.group]; g != nil {
 		delete(g.watchers, w)
-		if len(g.watchers) == 0 && g.snap == nil {
-			delete(c.groups, w.group)
+		if len(g.watchers) == 0 && (g.snap == nil || c.build != nil) && w.group != "" {
+			delete(c.groups, w.group) // rebuilt on demand
 		}
 	}
 }

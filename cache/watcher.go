@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -15,8 +17,9 @@ const dirtyAllThreshold = 512
 // keys that changed since the stream last looked. The cache writes to it
 // without blocking; the stream reads it from its own goroutine.
 type Watcher struct {
-	cache *Cache // read-only after Watch
-	group string // read-only after Watch
+	cache *Cache       // read-only after Watch
+	node  *corev3.Node // read-only after Watch
+	group string       // guarded by cache.mu
 	kick  chan struct{}
 
 	mu    sync.Mutex // guards the fields below
@@ -45,7 +48,11 @@ func (d *Dirty) Has(key string) bool {
 }
 
 // Group returns the name of the watcher's group.
-func (w *Watcher) Group() string { return w.group }
+func (w *Watcher) Group() string {
+	w.cache.mu.Lock()
+	defer w.cache.mu.Unlock()
+	return w.group
+}
 
 // Kick is signalled (capacity one, coalescing) when a new snapshot arrives.
 func (w *Watcher) Kick() <-chan struct{} { return w.kick }
@@ -64,6 +71,22 @@ func (w *Watcher) Take() (*Snapshot, map[*resource.Type]*Dirty, time.Time) {
 
 // Close unregisters the watcher.
 func (w *Watcher) Close() { w.cache.unwatch(w) }
+
+// notifyAll records a move to another group's snapshot: every type is to
+// be re-evaluated. Called with the cache lock held.
+func (w *Watcher) notifyAll(s *Snapshot) {
+	w.mu.Lock()
+	w.snap = s
+	w.dirty = make(map[*resource.Type]*Dirty)
+	for _, t := range resource.Types() {
+		w.dirty[t] = &Dirty{All: true}
+	}
+	w.mu.Unlock()
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
 
 // notify records a new snapshot and its changes; called with the cache lock
 // held, it must not block.

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -137,7 +138,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	var removed []string
 	items := w.upserts
 	if st.delta && withRemovals {
-		removed, items = deltaRemovals(ts, w)
+		removed, items = deltaRemovals(st.snap, ts, w)
 	}
 	ts.settle(w, withRemovals)
 	nonce := st.srv.nextNonce()
@@ -185,10 +186,10 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 
 // deltaRemovals splits a delta response's removals: names whose resource
 // is gone go in removed_resources, once each, unless the same response
-// sends them; an alias that no longer resolves is answered as a name that
-// does not exist (D5, D7), since its resource may live on. It returns the
+// sends them; an alias that no longer resolves while its resource lives on
+// is answered as a name that does not exist (D5, D7). It returns the
 // removed names and the response's items.
-func deltaRemovals(ts *typeState, w work) ([]string, []item) {
+func deltaRemovals(snap *cache.Snapshot, ts *typeState, w work) ([]string, []item) {
 	items := w.upserts
 	sent := make(map[string]bool, len(items))
 	for _, it := range items {
@@ -200,7 +201,7 @@ func deltaRemovals(ts *typeState, w work) ([]string, []item) {
 	for _, k := range w.removals {
 		name := ts.held[k].Name
 		switch {
-		case k != name:
+		case k != name && snap.Get(ts.t, name) != nil:
 			items = append(items, item{key: k})
 		case !sent[name]:
 			sent[name] = true

@@ -4,6 +4,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,15 +12,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/examples"
+	"github.com/xdsd/xdsd/fileout"
+	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
 )
@@ -39,6 +45,16 @@ type Options struct {
 	// RESTPollTimeout bounds how long a REST request at the current
 	// version is held; zero means server.RESTConfig's default.
 	RESTPollTimeout time.Duration
+	// WriteDir, if set, receives one DiscoveryResponse file per type for
+	// Envoy's filesystem subscriptions, rendered for the node WriteNode, in
+	// WriteFormat (yaml, json, binary or text; empty means yaml).
+	WriteDir    string
+	WriteFormat string
+	WriteNode   string
+	// TLSCert and TLSKey, if set, serve xDS over TLS; ClientCA, if also
+	// set, requires client certificates signed by it (mutual TLS). The
+	// files are reloaded when they change.
+	TLSCert, TLSKey, ClientCA string
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// ShutdownGrace is how long streams may run after the context ends
@@ -62,8 +78,9 @@ type Daemon struct {
 	cache  *cache.Cache
 	server *server.Server
 
-	loaded    atomic.Bool // a configuration has been published
-	mu        sync.Mutex  // guards lastErr, lastErrAt, reloads
+	writer    *fileout.Writer // nil without WriteDir
+	loaded    atomic.Bool     // a configuration has been published
+	mu        sync.Mutex      // guards lastErr, lastErrAt, reloads
 	lastErr   error
 	lastErrAt time.Time
 	reloads   reloadCounts
@@ -82,6 +99,26 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
 
+	gopts := []grpc.ServerOption{
+		grpc.MaxConcurrentStreams(1 << 20),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if o.TLSCert != "" || o.TLSKey != "" {
+		cfg, err := tlsfiles.NewServerConfig(tlsfiles.Config{CertFile: o.TLSCert, KeyFile: o.TLSKey, ClientCAFile: o.ClientCA, Logger: o.Logger})
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		gopts = append(gopts, grpc.Creds(credentials.NewTLS(cfg)))
+	} else if o.ClientCA != "" {
+		return errors.New("tls: a client CA needs a server certificate and key")
+	}
+	if o.WriteDir != "" {
+		w, err := fileout.New(o.WriteDir, cmp.Or(o.WriteFormat, "yaml"))
+		if err != nil {
+			return fmt.Errorf("write dir: %w", err)
+		}
+		d.writer = w
+	}
 	xdsLis, err := net.Listen("tcp", o.XDSAddr)
 	if err != nil {
 		return fmt.Errorf("xds listener: %w", err)
@@ -102,10 +139,7 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("REST listener: %w", err)
 		}
 	}
-	gs := grpc.NewServer(
-		grpc.MaxConcurrentStreams(1<<20),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	gs := grpc.NewServer(gopts...)
 	d.server.Register(gs)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -214,15 +248,33 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 	d.apply(res)
 }
 
-// apply publishes a configuration that loaded.
+// apply publishes a configuration that loaded: the node grouping of its
+// selectors, and a new snapshot for every group in use.
 func (d *Daemon) apply(res *configdir.Result) {
-	snap, err := cache.NewSnapshot(res.Resources...)
-	if err != nil {
-		d.reject(err)
-		return
-	}
 	start := time.Now()
-	changes := d.cache.SetSnapshot("", snap)
+	build := func(group string) *cache.Snapshot {
+		snap, err := cache.NewSnapshot(res.GroupResources(group)...)
+		if err != nil {
+			d.log.Error("building a node group's snapshot", "group", group, "error", err)
+			return nil
+		}
+		return snap
+	}
+	d.cache.SetGrouping(res.GroupOf, build)
+	groups := d.cache.Groups()
+	if !slices.Contains(groups, "") {
+		groups = append(groups, "")
+	}
+	changes := cache.Changes{}
+	for _, g := range groups {
+		snap := build(g)
+		if snap == nil {
+			continue
+		}
+		for t, keys := range d.cache.SetSnapshot(g, snap) {
+			changes[t] = append(changes[t], keys...)
+		}
+	}
 	d.loaded.Store(true)
 	d.mu.Lock()
 	d.reloads.ok++
@@ -234,6 +286,23 @@ func (d *Daemon) apply(res *configdir.Result) {
 	}
 	d.log.Info("configuration loaded", "resources", len(res.Resources), "files", res.Files,
 		"files_read", res.Reread, "changed", n, "publish", time.Since(start))
+	d.writeFiles()
+}
+
+// writeFiles renders the configuration for WriteNode into WriteDir.
+func (d *Daemon) writeFiles() {
+	if d.writer == nil {
+		return
+	}
+	node := &corev3.Node{Id: d.opts.WriteNode}
+	written, err := d.writer.Write(d.cache.Snapshot(d.cache.GroupOf(node)))
+	if err != nil {
+		d.log.Error("writing files for filesystem subscriptions", "dir", d.writer.Dir(), "error", err)
+		return
+	}
+	if len(written) > 0 {
+		d.log.Info("wrote files for filesystem subscriptions", "files", written)
+	}
 }
 
 // reject keeps the last good configuration and records why.

@@ -38,8 +38,11 @@ type stamp struct {
 
 // Result is a loaded configuration.
 type Result struct {
-	// Resources holds every resource, sorted by type and name.
+	// Resources holds every resource without a node selector (every node
+	// sees them), sorted by type and name.
 	Resources []*resource.Resource
+	// Scoped holds the documents with a node selector, in file order.
+	Scoped []Scoped
 	// Files is the number of configuration files read.
 	Files int
 	// Reread is the number of files read by this load (the others had not
@@ -149,41 +152,65 @@ func (l *Loader) assemble() (*Result, error) {
 	}
 	sort.Strings(paths)
 	var probs []Problem
-	type key struct {
-		t    *resource.Type
-		name string
-	}
-	first := make(map[key]entry)
+	common := make(map[key]entry)  // names every node sees
+	scoped := make(map[key]entry)  // first selected definition of a name
+	selected := make(map[key]bool) // names defined under a selector
 	var all []entry
+	res := &Result{Files: len(paths)}
 	for _, p := range paths {
 		fsState := l.files[p]
 		probs = append(probs, fsState.probs...)
 		for _, e := range fsState.entries {
 			k := key{e.res.Type, e.res.Name}
-			if prev, dup := first[k]; dup {
+			prev, dup := common[k]
+			if !dup && e.sel == nil && selected[k] {
+				prev, dup = scoped[k], true
+			}
+			if dup {
 				probs = append(probs, Problem{File: e.file, Resource: label(e.res),
 					Reason: fmt.Sprintf("duplicate name: also defined in %s (resource #%d)", prev.file, prev.index)})
 				continue
 			}
-			first[k] = e
 			all = append(all, e)
+			if e.sel == nil {
+				common[k] = e
+				res.Resources = append(res.Resources, e.res)
+				continue
+			}
+			if !selected[k] {
+				selected[k], scoped[k] = true, e
+			}
+			if n := len(res.Scoped); n == 0 || res.Scoped[n-1].Selector != e.sel {
+				res.Scoped = append(res.Scoped, Scoped{Selector: e.sel})
+			}
+			sc := &res.Scoped[len(res.Scoped)-1]
+			sc.Resources = append(sc.Resources, e.res)
 		}
 	}
 	probs = append(probs, checkReferences(all)...)
 	if len(probs) > 0 {
 		return nil, &Error{Problems: probs}
 	}
-	out := make([]*resource.Resource, len(all))
-	for i, e := range all {
-		out[i] = e.res
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Type != out[j].Type {
-			return out[i].Type.Order < out[j].Type.Order
+	sort.Slice(res.Resources, func(i, j int) bool {
+		a, b := res.Resources[i], res.Resources[j]
+		if a.Type != b.Type {
+			return a.Type.Order < b.Type.Order
 		}
-		return out[i].Name < out[j].Name
+		return a.Name < b.Name
 	})
-	return &Result{Resources: out, Files: len(paths)}, nil
+	return res, nil
+}
+
+// key identifies a resource by type and name.
+type key struct {
+	t    *resource.Type
+	name string
+}
+
+// SameGrouping reports whether two configurations put every node in the
+// same group (their selectors are identical).
+func (r *Result) SameGrouping(o *Result) bool {
+	return o != nil && r.selectorKey() == o.selectorKey()
 }
 
 func label(r *resource.Resource) string { return fmt.Sprintf("%s %q", r.Type.Short, r.Name) }

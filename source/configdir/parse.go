@@ -63,7 +63,15 @@ func (e *Error) Error() string {
 type entry struct {
 	res   *resource.Resource
 	file  string
-	index int // position in the file, from 1
+	index int       // position in the file, from 1
+	sel   *Selector // nil: every node
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ParseFile parses the contents of one configuration file. name is the
@@ -88,7 +96,7 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 	var out []entry
 	var probs []Problem
 	n := 0
-	for _, doc := range docs {
+	for di, doc := range docs {
 		m, ok := doc.(map[string]any)
 		if !ok {
 			if doc != nil {
@@ -96,10 +104,21 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 			}
 			continue
 		}
+		var sel *Selector
+		if nodes, has := m["nodes"]; has {
+			if _, hasList := m["resources"]; !hasList {
+				probs = append(probs, Problem{File: name, Reason: "\"nodes\" needs a \"resources\" list in the same document"})
+				continue
+			}
+			if sel, err = parseSelector(fmt.Sprintf("%s#%d", name, di+1), nodes); err != nil {
+				probs = append(probs, Problem{File: name, Reason: err.Error()})
+				continue
+			}
+		}
 		var items []any
 		if list, has := m["resources"]; has {
-			if len(m) != 1 {
-				probs = append(probs, Problem{File: name, Reason: "a document with \"resources\" may hold nothing else"})
+			if want := 1 + btoi(sel != nil); len(m) != want {
+				probs = append(probs, Problem{File: name, Reason: "a document with \"resources\" may hold only \"nodes\" besides"})
 				continue
 			}
 			if items, ok = list.([]any); !ok {
@@ -116,7 +135,7 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 				probs = append(probs, Problem{File: name, Resource: describe(it, n), Reason: err.Error()})
 				continue
 			}
-			out = append(out, entry{res: r, file: name, index: n})
+			out = append(out, entry{res: r, file: name, index: n, sel: sel})
 		}
 	}
 	return out, probs
@@ -174,8 +193,12 @@ func parseEntry(it any) (*resource.Resource, error) {
 			return nil, errors.New("resource: must be a mapping with \"@type\"")
 		}
 	}
-	if _, has := m["@type"]; !has {
+	typ, has := m["@type"]
+	if !has {
 		return nil, errors.New("missing \"@type\"")
+	}
+	if url, _ := typ.(string); resource.Lookup(url) == nil {
+		return nil, fmt.Errorf("@type %q is not an xDS resource type", typ)
 	}
 	js, err := json.Marshal(m)
 	if err != nil {
@@ -185,14 +208,15 @@ func parseEntry(it any) (*resource.Resource, error) {
 	if err := protojson.Unmarshal(js, &a); err != nil {
 		return nil, errors.New(cleanProtoErr(err))
 	}
-	if resource.Lookup(a.TypeUrl) == nil {
-		return nil, fmt.Errorf("@type %q is not an xDS resource type", a.TypeUrl)
-	}
 	msg, err := a.UnmarshalNew()
 	if err != nil {
 		return nil, err
 	}
-	return resource.New(msg, opts...)
+	r, err := resource.New(msg, opts...)
+	if u := errors.Unwrap(err); u != nil {
+		err = u // the problem names the resource already
+	}
+	return r, err
 }
 
 var protoErrPos = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)

@@ -1,0 +1,291 @@
+package configdir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xdsd/xdsd/source/configdir"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const cluster = `
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: %s
+  type: EDS
+  eds_cluster_config: {eds_config: {ads: {}}}
+`
+
+const endpoints = `
+- "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
+  cluster_name: %s
+  endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}}]}]
+`
+
+func clusterYAML(name string, port int) string {
+	return "resources:" + fmt.Sprintf(cluster, name) + fmt.Sprintf(endpoints, name, port)
+}
+
+// write replaces a file the way writers should: a dot-file renamed into
+// place.
+func write(t *testing.T, dir, name, content string) {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(name))
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func load(t *testing.T, dir string) (*configdir.Result, error) {
+	t.Helper()
+	return configdir.NewLoader(dir).Load()
+}
+
+func problems(t *testing.T, err error) []configdir.Problem {
+	t.Helper()
+	var ce *configdir.Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("error %v is not a *configdir.Error", err)
+	}
+	return ce.Problems
+}
+
+func TestLoad(t *testing.T) {
+	t.Run("formats_and_layout", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		write(t, dir, "sub/b.yml", "\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: b\ntype: STATIC\n---\n\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\nname: c\n")
+		write(t, dir, "d.json", `{"resources":[{"@type":"type.googleapis.com/envoy.config.cluster.v3.Cluster","name":"d","connectTimeout":"1s"}]}`)
+		write(t, dir, ".hidden.yaml", "garbage: [")
+		write(t, dir, "notes.txt", "not configuration")
+		res, err := load(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Resources) != 5 || res.Files != 3 {
+			t.Fatalf("got %d resources from %d files, want 5 from 3", len(res.Resources), res.Files)
+		}
+	})
+
+	t.Run("ttl_wrapper", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", `resources:
+- ttl: 30s
+  resource:
+    "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+    name: a
+`)
+		res, err := load(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Resources[0].TTL != 30*time.Second {
+			t.Fatalf("ttl %v", res.Resources[0].TTL)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, file, content, want string
+	}{
+		{"unknown_field", "a.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  colour: blue\n", `a.yaml: cds "a": unknown field "colour"`},
+		{"failed_validate", "a.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  connect_timeout: -1s\n", `a.yaml: cds "a": invalid Cluster.ConnectTimeout`},
+		{"missing_type", "a.yaml", "resources:\n- name: a\n", `a.yaml: resource "a": missing "@type"`},
+		{"not_a_resource_type", "a.yaml", "\"@type\": type.googleapis.com/google.protobuf.Struct\n", `is not an xDS resource type`},
+		{"bad_yaml", "a.yaml", "resources: [", `a.yaml: invalid YAML`},
+		{"bad_json", "a.json", "{", `a.json: invalid JSON`},
+		{"route_to_missing_cluster", "r.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: r\n  virtual_hosts: [{name: v, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: nope}}]}]\n",
+			`r.yaml: rds "r": virtual_hosts[0].routes[0].route.cluster: route to cluster "nope", which does not exist`},
+		{"eds_cluster_without_endpoints", "c.yaml", "resources:" + fmt.Sprintf(cluster, "lonely"), `c.yaml: cds "lonely": eds_cluster_config: EDS cluster has no endpoints resource`},
+	} {
+		t.Run("rejects_"+tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, tc.file, tc.content)
+			_, err := load(t, dir)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("rejects_duplicate_across_files", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("x", 1))
+		write(t, dir, "b.yaml", "resources:"+fmt.Sprintf(cluster, "x"))
+		ps := problems(t, func() error { _, err := load(t, dir); return err }())
+		if len(ps) != 1 || ps[0].File != "b.yaml" || !strings.Contains(ps[0].Reason, "also defined in a.yaml") {
+			t.Fatalf("problems %v", ps)
+		}
+	})
+
+	t.Run("reload_reads_only_changed_files", func(t *testing.T) {
+		dir := t.TempDir()
+		for i := range 50 {
+			write(t, dir, "eds/c"+strconv.Itoa(i)+".yaml", clusterYAML("c"+strconv.Itoa(i), i+1))
+		}
+		l := configdir.NewLoader(dir)
+		res, err := l.Load()
+		if err != nil || res.Reread != 50 {
+			t.Fatalf("first load: %v, read %d", err, res.Reread)
+		}
+		write(t, dir, "eds/c7.yaml", clusterYAML("c7", 9999))
+		res, err = l.Load()
+		if err != nil || res.Reread != 1 || len(res.Resources) != 100 {
+			t.Fatalf("reload: %v, read %d files, %d resources", err, res.Reread, len(res.Resources))
+		}
+		os.Remove(filepath.Join(dir, "eds/c8.yaml"))
+		res, err = l.Load()
+		if err != nil || res.Reread != 0 || len(res.Resources) != 98 {
+			t.Fatalf("after removal: %v, read %d, %d resources", err, res.Reread, len(res.Resources))
+		}
+	})
+}
+
+func node(id, cluster string, md map[string]string) *corev3.Node {
+	n := &corev3.Node{Id: id, Cluster: cluster}
+	if md != nil {
+		m := map[string]any{}
+		for k, v := range md {
+			m[k] = v
+		}
+		n.Metadata, _ = structpb.NewStruct(m)
+	}
+	return n
+}
+
+func names(res *configdir.Result, group string) []string {
+	var out []string
+	for _, r := range res.GroupResources(group) {
+		if r.Type.Short == "cds" {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+func TestNodeGroups(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "common.yaml", clusterYAML("common", 1))
+	write(t, dir, "by-id.yaml", "nodes: {ids: [n1, n2]}\n"+clusterYAML("for-ids", 2))
+	write(t, dir, "by-cluster.yaml", "nodes: {clusters: [edge]}\n"+clusterYAML("for-edge", 3))
+	write(t, dir, "by-metadata.yaml", "nodes: {metadata: {role: canary}}\n"+clusterYAML("for-canary", 4))
+	res, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		node *corev3.Node
+		want string
+	}{
+		{"N1_no_selector_match_sees_common_only", node("other", "mesh", nil), "common"},
+		{"N1_selected_by_id", node("n2", "", nil), "common,for-ids"},
+		{"N1_selected_by_cluster", node("x", "edge", nil), "common,for-edge"},
+		{"N1_selected_by_metadata", node("x", "", map[string]string{"role": "canary"}), "common,for-canary"},
+		{"N1_several_selectors", node("n1", "edge", map[string]string{"role": "canary"}), "common,for-edge,for-ids,for-canary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := strings.Join(names(res, res.GroupOf(tc.node)), ",")
+			if got != tc.want {
+				t.Fatalf("node %v sees %s, want %s", tc.node, got, tc.want)
+			}
+		})
+	}
+	t.Run("N1_default_every_node_sees_everything", func(t *testing.T) {
+		d := t.TempDir()
+		write(t, d, "a.yaml", clusterYAML("a", 1))
+		r, err := load(t, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := r.GroupOf(node("any", "thing", map[string]string{"k": "v"})); g != "" || len(r.GroupResources(g)) != 2 {
+			t.Fatalf("group %q with %d resources", g, len(r.GroupResources(g)))
+		}
+	})
+	t.Run("selector_criteria_all_apply", func(t *testing.T) {
+		d := t.TempDir()
+		write(t, d, "a.yaml", "nodes: {ids: [n1], clusters: [edge]}\n"+clusterYAML("both", 1))
+		r, err := load(t, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g := r.GroupOf(node("n1", "mesh", nil)); g != "" {
+			t.Fatalf("id matches but cluster does not: group %q", g)
+		}
+	})
+	t.Run("rejects_bad_selectors", func(t *testing.T) {
+		for _, sel := range []string{"nodes: {zone: [a]}", "nodes: {}", "nodes: {ids: n1}"} {
+			d := t.TempDir()
+			write(t, d, "a.yaml", sel+"\n"+clusterYAML("a", 1))
+			if _, err := load(t, d); err == nil {
+				t.Errorf("%s accepted", sel)
+			}
+		}
+	})
+}
+
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	results := make(chan *configdir.Result, 16)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = configdir.Watch(ctx, configdir.NewLoader(dir), dir,
+			func(r *configdir.Result) { results <- r },
+			func(err error) { errs <- err })
+	}()
+	defer func() { cancel(); wg.Wait() }()
+	next := func() *configdir.Result {
+		t.Helper()
+		select {
+		case r := <-results:
+			return r
+		case err := <-errs:
+			t.Fatalf("unexpected error: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload within 10s")
+		}
+		return nil
+	}
+	if r := next(); len(r.Resources) != 2 {
+		t.Fatalf("initial load has %d resources", len(r.Resources))
+	}
+	write(t, dir, "sub/b.yaml", clusterYAML("b", 2)) // a new directory, then a file in it
+	for r := next(); len(r.Resources) != 4; r = next() {
+	}
+	write(t, dir, "a.yaml", "resources: [") // rejected: the last good one stands
+	select {
+	case err := <-errs:
+		if !strings.Contains(err.Error(), "a.yaml") {
+			t.Fatalf("error %v does not name the file", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bad edit not reported")
+	}
+	write(t, dir, "a.yaml", clusterYAML("a", 5))
+	if r := next(); len(r.Resources) != 4 || r.Reread != 1 {
+		t.Fatalf("fixed: %d resources, %d files read", len(r.Resources), r.Reread)
+	}
+}
