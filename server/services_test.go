@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -249,5 +250,26 @@ func TestNodes(t *testing.T) {
 		c.SetSnapshot("edge", cache.MustSnapshot(rawxds.Cluster("edge-only"), rawxds.Cluster("edge-2")))
 		wantNames(t, edge.Recv(), "edge-only", "edge-2")
 		mesh.ExpectNone()
+	})
+
+	t.Run("N1_changed_grouping_moves_open_streams", func(t *testing.T) {
+		c := cache.New(nil)
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("everyone")))
+		e := rawxds.Start(t, c, server.Config{})
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "canary-1"}, TypeUrl: resource.ClusterType})
+		r := s.Recv()
+		wantNames(t, r, "everyone")
+		s.Send(ack(r))
+		// New rules put canaries in their own group, built on demand.
+		c.SetGrouping(func(n *corev3.Node) string {
+			if strings.HasPrefix(n.GetId(), "canary") {
+				return "canary"
+			}
+			return ""
+		}, func(group string) *cache.Snapshot {
+			return cache.MustSnapshot(rawxds.Cluster("everyone"), rawxds.Cluster(group+"-only"))
+		})
+		wantNames(t, s.Recv(), "everyone", "canary-only")
 	})
 }
