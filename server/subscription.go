@@ -39,6 +39,17 @@ type typeState struct {
 	// Keys to evaluate on the next push; reeval means all of them.
 	dirty  map[string]struct{}
 	reeval bool
+	// resend holds newly subscribed keys that are sent even if the client
+	// holds them at the current version (S10, D8).
+	resend map[string]struct{}
+}
+
+// markResend records that key is to be sent again.
+func (ts *typeState) markResend(key string) {
+	if ts.resend == nil {
+		ts.resend = make(map[string]struct{})
+	}
+	ts.resend[key] = struct{}{}
 }
 
 func newTypeState(t *resource.Type) *typeState {
@@ -98,7 +109,7 @@ func (ts *typeState) setNames(names []string) bool {
 			// A newly subscribed key is sent even if held (S10), unless a
 			// wildcard covered it before and still does.
 			if !(wildcard && ts.wildcard) {
-				ts.forget(n)
+				ts.markResend(n)
 			}
 		}
 	}
@@ -121,7 +132,9 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 			ts.wildcard = true
 		} else {
 			ts.names[n] = struct{}{}
-			ts.forget(n) // the client may have dropped it: send it again (D8)
+			if !first {
+				ts.markResend(n) // the client may have dropped it: send it again (D8)
+			}
 		}
 		ts.reeval = true
 	}
@@ -176,9 +189,11 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 		_, named := ts.names[key]
 		inScope := named || (ts.wildcard && r != nil && !alias)
 		held, has := ts.held[key]
+		_, again := ts.resend[key]
 		switch {
 		case !inScope && !ts.wildcard:
 			ts.forget(key)
+			delete(ts.resend, key)
 		case !inScope:
 			// Covered only by the wildcard and gone from the snapshot.
 			if has && held != nil && (delta || ts.t.FullState) {
@@ -187,7 +202,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				ts.forget(key)
 			}
 		case r != nil:
-			if !has || held == nil || held.Version != r.Version {
+			if again || !has || held == nil || held.Version != r.Version {
 				w.upserts = append(w.upserts, item{key: key, res: r, alias: alias})
 			}
 		case has && held != nil:
@@ -196,7 +211,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			} else {
 				ts.forget(key) // SotW cannot say this; the client keeps its copy
 			}
-		case delta && !has:
+		case delta && (!has || again):
 			w.upserts = append(w.upserts, item{key: key}) // does not exist (D5)
 		}
 	}
@@ -214,6 +229,9 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 		for k := range ts.held {
 			visit(k)
 		}
+		for k := range ts.resend {
+			visit(k)
+		}
 		if ts.wildcard {
 			snap.Each(ts.t, func(r *resource.Resource) { visit(r.Name) })
 		}
@@ -221,6 +239,11 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	}
 	for k := range ts.dirty {
 		check(k)
+	}
+	for k := range ts.resend {
+		if _, done := ts.dirty[k]; !done {
+			check(k)
+		}
 	}
 	return w
 }
@@ -233,6 +256,7 @@ func (ts *typeState) settle(w work, withRemovals bool) {
 	}
 	ts.reeval = false
 	ts.dirty = nil
+	ts.resend = nil
 	if withRemovals {
 		for _, k := range w.removals {
 			if _, named := ts.names[k]; named {
