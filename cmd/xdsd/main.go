@@ -75,6 +75,12 @@ func serve(args []string, stderr io.Writer) int {
 		adminAddr = fs.String("admin-addr", "127.0.0.1:19000", "admin HTTP listen address (/healthz, /readyz, /status, /config_dump, /debug/pprof);\nempty turns it off")
 		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>); empty turns it off")
 		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified")
+		writeDir  = fs.String("write-dir", "", "also write one DiscoveryResponse file per type here, replaced atomically, for Envoy's\nfilesystem subscriptions (path_config_source); empty turns it off")
+		writeFmt  = fs.String("write-format", "yaml", "encoding of --write-dir files: yaml, json, binary (.pb) or text (.pb_text)")
+		writeNode = fs.String("write-node", "", "node id whose view of the configuration --write-dir renders")
+		tlsCert   = fs.String("tls-cert", "", "PEM certificate chain for TLS on the xDS port; reloaded when it changes")
+		tlsKey    = fs.String("tls-key", "", "PEM private key for --tls-cert")
+		clientCA  = fs.String("client-ca", "", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
@@ -97,6 +103,9 @@ func serve(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xdsd serve: unexpected arguments %q\n", fs.Args())
 		return 2
 	}
+	adminSet := false
+	fs.Visit(func(f *flag.Flag) { adminSet = adminSet || f.Name == "admin-addr" })
+	_, adminEnv := os.LookupEnv("XDSD_ADMIN_ADDR")
 	logger, err := newLogger(stderr, *logLevel, *logFormat)
 	if err != nil {
 		fmt.Fprintln(stderr, "xdsd:", err)
@@ -108,8 +117,15 @@ func serve(args []string, stderr io.Writer) int {
 		ConfigDir:       *configDir,
 		XDSAddr:         *xdsAddr,
 		AdminAddr:       *adminAddr,
+		AdminOptional:   !adminSet && !adminEnv,
 		RESTAddr:        *restAddr,
 		RESTPollTimeout: *restPoll,
+		WriteDir:        *writeDir,
+		WriteFormat:     *writeFmt,
+		WriteNode:       *writeNode,
+		TLSCert:         *tlsCert,
+		TLSKey:          *tlsKey,
+		ClientCA:        *clientCA,
 		Logger:          logger,
 		ShutdownGrace:   *grace,
 	})

@@ -40,6 +40,9 @@ type Options struct {
 	XDSAddr string
 	// AdminAddr is the admin HTTP address (optional).
 	AdminAddr string
+	// AdminOptional makes a failure to bind AdminAddr a warning rather than
+	// an error (for the default address, which another instance may hold).
+	AdminOptional bool
 	// RESTAddr is the REST-JSON polling address (optional).
 	RESTAddr string
 	// RESTPollTimeout bounds how long a REST request at the current
@@ -126,8 +129,12 @@ func Run(ctx context.Context, o Options) error {
 	var adminLis, restLis net.Listener
 	if o.AdminAddr != "" {
 		if adminLis, err = net.Listen("tcp", o.AdminAddr); err != nil {
-			xdsLis.Close()
-			return fmt.Errorf("admin listener: %w", err)
+			if !o.AdminOptional {
+				xdsLis.Close()
+				return fmt.Errorf("admin listener: %w", err)
+			}
+			d.log.Warn("admin endpoints off: cannot listen on the default admin address; set --admin-addr", "error", err)
+			adminLis = nil
 		}
 	}
 	if o.RESTAddr != "" {
