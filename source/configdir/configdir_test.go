@@ -40,7 +40,7 @@ func clusterYAML(name string, port int) string {
 
 // write replaces a file the way writers should: a dot-file renamed into
 // place.
-func write(t *testing.T, dir, name, content string) {
+func write(t testing.TB, dir, name, content string) {
 	t.Helper()
 	path := filepath.Join(dir, name)
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -1,6 +1,7 @@
 package configdir
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -135,6 +136,52 @@ func (l *Loader) Load() (*Result, error) {
 	return res, err
 }
 
+// Reload is Load for a set of paths (relative to the directory) known to
+// be the only ones that may have changed, as a file watcher reports them:
+// it looks at those alone, without walking the directory. Paths that are
+// not configuration files are ignored; a path that is now a directory
+// makes it fall back to Load.
+func (l *Loader) Reload(paths []string) (*Result, error) {
+	reread := 0
+	for _, rel := range paths {
+		rel = filepath.ToSlash(filepath.Clean(rel))
+		if !IsConfigFile(rel) {
+			continue
+		}
+		info, err := fs.Stat(l.fsys, rel)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(l.files, rel)
+				continue
+			}
+			return nil, fmt.Errorf("reading %s: %w", l.name, err)
+		}
+		if info.IsDir() {
+			return l.Load()
+		}
+		st := stampOf(info)
+		if f := l.files[rel]; f != nil && f.stamp == st {
+			continue
+		}
+		data, err := fs.ReadFile(l.fsys, rel)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				delete(l.files, rel)
+				continue
+			}
+			return nil, fmt.Errorf("reading %s: %w", l.name, err)
+		}
+		reread++
+		entries, probs := parseFile(rel, data)
+		l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
+	}
+	res, err := l.assemble()
+	if res != nil {
+		res.Reread = reread
+	}
+	return res, err
+}
+
 func stampOf(info fs.FileInfo) stamp {
 	s := stamp{size: info.Size(), mtime: info.ModTime()}
 	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
@@ -151,12 +198,16 @@ func (l *Loader) assemble() (*Result, error) {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	total := 0
+	for _, f := range l.files {
+		total += len(f.entries)
+	}
 	var probs []Problem
-	common := make(map[key]entry)  // names every node sees
-	scoped := make(map[key]entry)  // first selected definition of a name
-	selected := make(map[key]bool) // names defined under a selector
-	var all []entry
-	res := &Result{Files: len(paths)}
+	common := make(map[key]entry, total) // names every node sees
+	scoped := make(map[key]entry)        // first selected definition of a name
+	selected := make(map[key]bool)       // names defined under a selector
+	all := make([]entry, 0, total)
+	res := &Result{Files: len(paths), Resources: make([]*resource.Resource, 0, total)}
 	for _, p := range paths {
 		fsState := l.files[p]
 		probs = append(probs, fsState.probs...)

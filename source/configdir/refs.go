@@ -12,16 +12,15 @@ import (
 // checkReferences rejects a route that names a cluster that does not exist
 // and an EDS cluster whose endpoints resource does not exist.
 func checkReferences(all []entry) []Problem {
-	exists := func(t string) map[string]bool {
-		m := map[string]bool{}
-		for _, e := range all {
-			if e.res.Type.URL == t {
-				m[e.res.Name] = true
-			}
+	clusters, endpoints := make(map[string]bool), make(map[string]bool)
+	for _, e := range all {
+		switch e.res.Type.URL {
+		case resource.ClusterType:
+			clusters[e.res.Name] = true
+		case resource.EndpointType:
+			endpoints[e.res.Name] = true
 		}
-		return m
 	}
-	clusters, endpoints := exists(resource.ClusterType), exists(resource.EndpointType)
 	var probs []Problem
 	for _, e := range all {
 		switch m := e.res.Message.(type) {

@@ -11,12 +11,14 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// Debounce is how long Watch waits after a file event for the burst to end
-// before reloading (a writer's create, write and rename arrive together).
-// MaxDelay bounds the wait under a continuous stream of events.
+// Debounce is how long Watch waits after a file event for more of the same
+// burst before reloading: long enough to gather the events of a writer that
+// renames several files into place at once, short enough not to matter
+// next to pushing the change. MaxDelay bounds the wait under a continuous
+// stream of events.
 const (
-	Debounce = 20 * time.Millisecond
-	MaxDelay = 200 * time.Millisecond
+	Debounce = 5 * time.Millisecond
+	MaxDelay = 100 * time.Millisecond
 )
 
 // Watch reloads the loader's directory dir whenever a file in it (or in
@@ -32,8 +34,24 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	if err := addTree(w, dir); err != nil {
 		return err
 	}
+	// changed collects the files named by the events of a burst; full is
+	// set when a directory changed and the tree must be walked again.
+	changed := map[string]bool{}
+	full := true
 	load := func() {
-		res, err := l.Load()
+		var res *Result
+		var err error
+		if full {
+			res, err = l.Load()
+		} else {
+			paths := make([]string, 0, len(changed))
+			for p := range changed {
+				paths = append(paths, p)
+			}
+			res, err = l.Reload(paths)
+		}
+		clear(changed)
+		full = false
 		if err != nil {
 			reject(err)
 			return
@@ -55,13 +73,23 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			if !ok {
 				return nil
 			}
-			if ev.Has(fsnotify.Create) {
-				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() && !strings.HasPrefix(filepath.Base(ev.Name), ".") {
-					_ = addTree(w, ev.Name)
-				}
-			}
-			if !relevant(dir, ev.Name) {
+			rel, err := filepath.Rel(dir, ev.Name)
+			if err != nil {
 				continue
+			}
+			switch {
+			case IsConfigFile(rel):
+				changed[rel] = true
+			case strings.HasPrefix(filepath.Base(rel), "."):
+				continue // a writer's temporary file
+			default:
+				// A directory created, removed or renamed: walk again.
+				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+					_ = addTree(w, ev.Name)
+				} else if filepath.Ext(rel) != "" {
+					continue // some other file
+				}
+				full = true
 			}
 			now := time.Now()
 			if timer == nil {
@@ -85,19 +113,6 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			reject(err)
 		}
 	}
-}
-
-// relevant reports whether an event on path can change the configuration:
-// a configuration file, or a directory (whose removal removes files).
-func relevant(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	if err != nil {
-		return true
-	}
-	if IsConfigFile(rel) {
-		return true
-	}
-	return filepath.Ext(rel) == "" && !strings.HasPrefix(filepath.Base(rel), ".")
 }
 
 // addTree watches dir and its subdirectories, skipping hidden ones.
