@@ -66,7 +66,7 @@ func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 				continue
 			}
 			delete(g.watchers, w)
-			ng := c.groupLocked(next)
+			ng := c.builtGroupLocked(next)
 			ng.watchers[w] = struct{}{}
 			w.group = next
 			w.notifyAll(ng.snap)
@@ -79,14 +79,21 @@ func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	}
 }
 
-// groupLocked returns the named group, creating it, and building its
-// snapshot if it has none and a builder is set.
+// groupLocked returns the named group, creating it.
 func (c *Cache) groupLocked(name string) *group {
 	g := c.groups[name]
 	if g == nil {
 		g = &group{watchers: make(map[*Watcher]struct{})}
 		c.groups[name] = g
 	}
+	return g
+}
+
+// builtGroupLocked is groupLocked that also builds the group's snapshot if
+// it has none and a builder is set: for a node's first appearance, never
+// for a publication (whose diff must be against what was served).
+func (c *Cache) builtGroupLocked(name string) *group {
+	g := c.groupLocked(name)
 	if g.snap == nil && c.build != nil {
 		g.snap = c.build(name)
 	}
@@ -121,7 +128,7 @@ func (c *Cache) Snapshot(groupName string) *Snapshot {
 		return g.snap
 	}
 	if c.build != nil {
-		return c.groupLocked(groupName).snap
+		return c.builtGroupLocked(groupName).snap
 	}
 	return nil
 }
@@ -147,7 +154,7 @@ func (c *Cache) Watch(n *corev3.Node) *Watcher {
 	defer c.mu.Unlock()
 	name := c.groupOf(n)
 	w := &Watcher{cache: c, node: n, group: name, kick: make(chan struct{}, 1)}
-	g := c.groupLocked(name)
+	g := c.builtGroupLocked(name)
 	g.watchers[w] = struct{}{}
 	if g.snap != nil {
 		w.snap = g.snap

@@ -1,0 +1,72 @@
+package cache_test
+
+import (
+	"testing"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/resource"
+)
+
+func cluster(name string) *resource.Resource {
+	return resource.MustNew(&clusterv3.Cluster{Name: name})
+}
+
+func kicked(w *cache.Watcher) bool {
+	select {
+	case <-w.Kick():
+		return true
+	default:
+		return false
+	}
+}
+
+func TestPublishReachesWatchersOfAGroupWithoutSnapshot(t *testing.T) {
+	c := cache.New(nil)
+	c.SetGrouping(nil, func(string) *cache.Snapshot { return nil }) // nothing loaded yet
+	w := c.Watch(&corev3.Node{Id: "early"})
+	defer w.Close()
+	if kicked(w) {
+		t.Fatal("kicked before any snapshot")
+	}
+	c.SetGrouping(nil, func(string) *cache.Snapshot { return cache.MustSnapshot(cluster("a")) })
+	if ch := c.SetSnapshot("", cache.MustSnapshot(cluster("a"))); len(ch) == 0 {
+		t.Fatal("the first snapshot of a group reports no change")
+	}
+	if !kicked(w) {
+		t.Fatal("watcher not woken by the first snapshot")
+	}
+	snap, dirty, _ := w.Take()
+	if snap.Get(resource.Lookup(resource.ClusterType), "a") == nil || !dirty[resource.Lookup(resource.ClusterType)].Has("a") {
+		t.Fatalf("watcher sees %v, dirty %v", snap, dirty)
+	}
+}
+
+func TestDiff(t *testing.T) {
+	cds := resource.Lookup(resource.ClusterType)
+	old := cache.MustSnapshot(cluster("same"), cluster("changed"), cluster("gone"))
+	changed := resource.MustNew(&clusterv3.Cluster{Name: "changed", AltStatName: "x"})
+	next := cache.MustSnapshot(cluster("same"), changed, cluster("new"))
+	got := map[string]bool{}
+	for _, k := range next.Diff(old)[cds] {
+		got[k] = true
+	}
+	if len(got) != 3 || !got["changed"] || !got["gone"] || !got["new"] {
+		t.Fatalf("diff %v, want changed, gone and new", got)
+	}
+	if _, err := cache.NewSnapshot(cluster("a"), cluster("a")); err == nil {
+		t.Fatal("duplicate names accepted")
+	}
+}
+
+func TestVersionIsContentHash(t *testing.T) {
+	a, b := cluster("a"), cluster("a")
+	if a.Version != b.Version || a.Hash() != b.Hash() {
+		t.Fatal("equal content, different versions")
+	}
+	if cluster("b").Version == a.Version {
+		t.Fatal("different content, equal versions")
+	}
+}
