@@ -5,10 +5,13 @@ import (
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"go.uber.org/goleak"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func cluster(name string) *resource.Resource {
 	return resource.MustNew(&clusterv3.Cluster{Name: name})
