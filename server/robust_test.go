@@ -117,12 +117,7 @@ func (w *witness) bump(t *testing.T) {
 // wantDeltaNames checks the names of a delta response's resources.
 func wantDeltaNames(t *testing.T, resp *discovery.DeltaDiscoveryResponse, want ...string) {
 	t.Helper()
-	got := rawxds.DeltaNames(resp)
-	slices.Sort(got)
-	slices.Sort(want)
-	if !slices.Equal(got, want) {
-		t.Fatalf("%s delta response names = %v, want %v", resp.GetTypeUrl(), got, want)
-	}
+	sameNames(t, resp.GetTypeUrl()+" delta response", rawxds.DeltaNames(resp), want)
 }
 
 // wantCode checks that err is a gRPC status with code c.

@@ -47,11 +47,16 @@ func nack(resp *discovery.DiscoveryResponse, accepted, msg string, names ...stri
 
 func wantNames(t *testing.T, resp *discovery.DiscoveryResponse, want ...string) {
 	t.Helper()
-	got := rawxds.Names(resp)
+	sameNames(t, resp.GetTypeUrl()+" response", rawxds.Names(resp), want)
+}
+
+// sameNames fails the test unless got and want hold the same names.
+func sameNames(t *testing.T, what string, got, want []string) {
+	t.Helper()
 	slices.Sort(got)
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
-		t.Fatalf("%s response names = %v, want %v", resp.GetTypeUrl(), got, want)
+		t.Fatalf("%s names = %v, want %v", what, got, want)
 	}
 }
 

@@ -98,28 +98,17 @@ func (l *Loader) Load() (*Result, error) {
 		}
 		info, err := d.Info()
 		if err != nil {
-			if os.IsNotExist(err) {
+			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while we walked
 			}
 			return err
 		}
-		seen[rel] = true
-		st := stampOf(info)
-		if fsState := l.files[rel]; fsState != nil && fsState.stamp == st {
-			return nil
+		read, exists, err := l.refresh(rel, info)
+		if exists {
+			seen[rel] = true
 		}
-		data, err := fs.ReadFile(l.fsys, rel)
-		if err != nil {
-			if os.IsNotExist(err) {
-				delete(seen, rel)
-				return nil
-			}
-			return err
-		}
-		reread++
-		entries, probs := parseFile(rel, data)
-		l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
-		return nil
+		reread += read
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", l.name, err)
@@ -159,27 +148,38 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		if info.IsDir() {
 			return l.Load()
 		}
-		st := stampOf(info)
-		if f := l.files[rel]; f != nil && f.stamp == st {
-			continue
-		}
-		data, err := fs.ReadFile(l.fsys, rel)
+		read, _, err := l.refresh(rel, info)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				delete(l.files, rel)
-				continue
-			}
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
-		reread++
-		entries, probs := parseFile(rel, data)
-		l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
+		reread += read
 	}
 	res, err := l.assemble()
 	if res != nil {
 		res.Reread = reread
 	}
 	return res, err
+}
+
+// refresh reads and parses the file rel, whose current information is
+// info, unless it is unchanged since it was last read. It returns how many
+// files it read (0 or 1) and whether the file still exists.
+func (l *Loader) refresh(rel string, info fs.FileInfo) (read int, exists bool, err error) {
+	st := stampOf(info)
+	if f := l.files[rel]; f != nil && f.stamp == st {
+		return 0, true, nil
+	}
+	data, err := fs.ReadFile(l.fsys, rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		delete(l.files, rel) // removed since it was listed
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, true, err
+	}
+	entries, probs := parseFile(rel, data)
+	l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
+	return 1, true, nil
 }
 
 func stampOf(info fs.FileInfo) stamp {
