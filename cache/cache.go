@@ -96,6 +96,11 @@ func (c *Cache) builtGroupLocked(name string) *group {
 	g := c.groupLocked(name)
 	if g.snap == nil && c.build != nil {
 		g.snap = c.build(name)
+		if g.snap != nil {
+			for w := range g.watchers {
+				w.notifyAll(g.snap) // they were waiting for a first snapshot
+			}
+		}
 	}
 	return g
 }

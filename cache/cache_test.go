@@ -73,3 +73,21 @@ func TestVersionIsContentHash(t *testing.T) {
 		t.Fatal("different content, equal versions")
 	}
 }
+
+func TestOnDemandBuildWakesWaitingWatchers(t *testing.T) {
+	c := cache.New(nil)
+	c.SetGrouping(nil, func(string) *cache.Snapshot { return nil })
+	early := c.Watch(&corev3.Node{Id: "early"})
+	defer early.Close()
+	// A builder appears; another node's arrival builds the group's snapshot
+	// before any publication does.
+	c.SetGrouping(nil, func(string) *cache.Snapshot { return cache.MustSnapshot(cluster("a")) })
+	late := c.Watch(&corev3.Node{Id: "late"})
+	defer late.Close()
+	if !kicked(early) {
+		t.Fatal("a watcher waiting for a first snapshot was not woken by its on-demand build")
+	}
+	if snap, _, _ := early.Take(); snap == nil {
+		t.Fatal("no snapshot after the wake-up")
+	}
+}
