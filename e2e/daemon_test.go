@@ -7,18 +7,12 @@ package e2e_test
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -49,6 +43,7 @@ import (
 	"github.com/xdsd/xdsd/fileout"
 	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
 	_ "github.com/xdsd/xdsd/internal/envoytypes" // every Envoy type, for Anys in JSON
+	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/configdir"
@@ -800,17 +795,17 @@ func checkFiles(t *testing.T, dir string, enc fileout.Encoding, want map[string]
 // TLS (and --client-ca), and checks which raw ADS clients get clusters.
 func TestDaemon_TLS(t *testing.T) {
 	t.Parallel()
-	serverCA := newTestCA(t, "xdsd e2e server CA")
-	otherCA := newTestCA(t, "some other CA")
-	clientCA := newTestCA(t, "xdsd e2e client CA")
+	serverCA := testcerts.NewCA(t, "xdsd e2e server CA")
+	otherCA := testcerts.NewCA(t, "some other CA")
+	clientCA := testcerts.NewCA(t, "xdsd e2e client CA")
 	certDir := t.TempDir()
-	certPEM, keyPEM := serverCA.issue(t, "xdsd", true)
+	serverCert := serverCA.Issue(t, "xdsd", true)
 	certFile, keyFile, caFile := filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"), filepath.Join(certDir, "client-ca.crt")
-	writeFile(t, certFile, certPEM)
-	writeFile(t, keyFile, keyPEM)
-	writeFile(t, caFile, clientCA.certPEM)
-	clientCert := clientCA.keyPair(t, "a client")
-	strangerCert := otherCA.keyPair(t, "a stranger")
+	writeFile(t, certFile, serverCert.CertPEM)
+	writeFile(t, keyFile, serverCert.KeyPEM)
+	writeFile(t, caFile, clientCA.CertPEM)
+	clientCert := clientCA.Issue(t, "a client", false).TLSCertificate(t)
+	strangerCert := otherCA.Issue(t, "a stranger", false).TLSCertificate(t)
 
 	tlsCreds := func(roots *x509.CertPool, certs ...tls.Certificate) credentials.TransportCredentials {
 		return credentials.NewTLS(&tls.Config{RootCAs: roots, Certificates: certs})
@@ -828,18 +823,18 @@ func TestDaemon_TLS(t *testing.T) {
 		name: "TLS",
 		args: []string{"--tls-cert", certFile, "--tls-key", keyFile},
 		clients: []client{
-			{"right_root", tlsCreds(serverCA.pool()), true},
-			{"wrong_root", tlsCreds(otherCA.pool()), false},
+			{"right_root", tlsCreds(serverCA.Pool()), true},
+			{"wrong_root", tlsCreds(otherCA.Pool()), false},
 			{"plaintext", insecure.NewCredentials(), false},
 		},
 	}, {
 		name: "mTLS",
 		args: []string{"--tls-cert", certFile, "--tls-key", keyFile, "--client-ca", caFile},
 		clients: []client{
-			{"right_root_and_client_cert", tlsCreds(serverCA.pool(), clientCert), true},
-			{"no_client_cert", tlsCreds(serverCA.pool()), false},
-			{"client_cert_of_another_CA", tlsCreds(serverCA.pool(), strangerCert), false},
-			{"wrong_root", tlsCreds(otherCA.pool(), clientCert), false},
+			{"right_root_and_client_cert", tlsCreds(serverCA.Pool(), clientCert), true},
+			{"no_client_cert", tlsCreds(serverCA.Pool()), false},
+			{"client_cert_of_another_CA", tlsCreds(serverCA.Pool(), strangerCert), false},
+			{"wrong_root", tlsCreds(otherCA.Pool(), clientCert), false},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -894,99 +889,6 @@ func fetchClustersAs(ctx context.Context, addr string, creds credentials.Transpo
 		return nil, err
 	}
 	return stream.Recv()
-}
-
-// testCA is a certificate authority made for a test.
-type testCA struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	certPEM []byte
-}
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newSerial(t *testing.T) *big.Int {
-	t.Helper()
-	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func newTestCA(t *testing.T, name string) *testCA {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          newSerial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (c *testCA) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(c.cert)
-	return p
-}
-
-// issue returns a PEM certificate and PKCS #8 key signed by c: for a
-// server on 127.0.0.1 if server, else for a client.
-func (c *testCA) issue(t *testing.T, name string, server bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: newSerial(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: k})
-}
-
-// keyPair returns a client certificate signed by c.
-func (c *testCA) keyPair(t *testing.T, name string) tls.Certificate {
-	t.Helper()
-	cert, err := tls.X509KeyPair(c.issue(t, name, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cert
 }
 
 func writeFile(t *testing.T, path string, data []byte) {

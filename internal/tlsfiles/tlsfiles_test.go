@@ -2,13 +2,8 @@ package tlsfiles
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,107 +23,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+
+	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 )
-
-// ca is a test certificate authority.
-type ca struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-// issued is a certificate with its key, as PEM and as a tls.Certificate.
-type issued struct {
-	certPEM, keyPEM []byte
-	serial          *big.Int
-}
-
-func (i issued) tlsCert(t *testing.T) tls.Certificate {
-	t.Helper()
-	c, err := tls.X509KeyPair(i.certPEM, i.keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func newKey(t *testing.T) *ecdsa.PrivateKey {
-	t.Helper()
-	k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return k
-}
-
-func newSerial(t *testing.T) *big.Int {
-	t.Helper()
-	s, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-func newCA(t *testing.T, name string) *ca {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          newSerial(t),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &ca{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-func (c *ca) pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(c.cert)
-	return p
-}
-
-func (c *ca) issue(t *testing.T, name string, server bool) issued {
-	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: newSerial(t),
-		Subject:      pkix.Name{CommonName: name},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.cert, &key.PublicKey, c.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return issued{
-		certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
-		serial:  tmpl.SerialNumber,
-	}
-}
 
 // writeFile writes data to path in place (truncate and write), like a
 // non-atomic writer would.
@@ -162,12 +59,12 @@ type files struct{ cert, key, ca string }
 
 // writeFiles writes a server certificate and key, and the client CA bundle
 // if clientCA is not nil, to a new temporary directory.
-func writeFiles(t *testing.T, server issued, clientCA []byte) files {
+func writeFiles(t *testing.T, server testcerts.Issued, clientCA []byte) files {
 	t.Helper()
 	dir := t.TempDir()
 	f := files{cert: filepath.Join(dir, "tls.crt"), key: filepath.Join(dir, "tls.key")}
-	writeFile(t, f.cert, server.certPEM)
-	writeFile(t, f.key, server.keyPEM)
+	writeFile(t, f.cert, server.CertPEM)
+	writeFile(t, f.key, server.KeyPEM)
 	if clientCA != nil {
 		f.ca = filepath.Join(dir, "ca.crt")
 		writeFile(t, f.ca, clientCA)
@@ -176,10 +73,10 @@ func writeFiles(t *testing.T, server issued, clientCA []byte) files {
 }
 
 // replaceServerCert atomically replaces the certificate and key files.
-func (f files) replaceServerCert(t *testing.T, c issued) {
+func (f files) replaceServerCert(t *testing.T, c testcerts.Issued) {
 	t.Helper()
-	replaceFile(t, f.key, c.keyPEM)
-	replaceFile(t, f.cert, c.certPEM)
+	replaceFile(t, f.key, c.KeyPEM)
+	replaceFile(t, f.cert, c.CertPEM)
 }
 
 // startServer serves the gRPC health service with cfg on 127.0.0.1 and
@@ -322,10 +219,10 @@ func (l *logRecorder) count(s string) int {
 const reloadFailed = "reloading TLS files failed"
 
 func TestTLS(t *testing.T) {
-	caA, caB := newCA(t, "ca-a"), newCA(t, "ca-b")
+	caA, caB := testcerts.NewCA(t, "ca-a"), testcerts.NewCA(t, "ca-b")
 
 	t.Run("Config", func(t *testing.T) {
-		f := writeFiles(t, caA.issue(t, "server", true), caA.pem)
+		f := writeFiles(t, caA.Issue(t, "server", true), caA.CertPEM)
 		cfg, err := ServerConfig(f.cert, f.key, "")
 		if err != nil {
 			t.Fatal(err)
@@ -344,22 +241,22 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("StartupErrors", func(t *testing.T) {
-		good := caA.issue(t, "server", true)
-		other := caA.issue(t, "other", true)
+		good := caA.Issue(t, "server", true)
+		other := caA.Issue(t, "other", true)
 		dir := t.TempDir()
 		path := func(name string, data []byte) string {
 			p := filepath.Join(dir, name)
 			writeFile(t, p, data)
 			return p
 		}
-		cert, key := path("cert.pem", good.certPEM), path("key.pem", good.keyPEM)
-		caFile := path("ca.pem", caA.pem)
+		cert, key := path("cert.pem", good.CertPEM), path("key.pem", good.KeyPEM)
+		caFile := path("ca.pem", caA.CertPEM)
 		missing := filepath.Join(dir, "missing.pem")
 		garbage := path("garbage.pem", []byte("not a certificate\n"))
-		truncCert := path("trunc-cert.pem", good.certPEM[:len(good.certPEM)/2])
-		truncCA := path("trunc-ca.pem", append(append([]byte{}, caA.pem...), caB.pem[:len(caB.pem)/2]...))
-		otherKey := path("other-key.pem", other.keyPEM)
-		keyAsCA := path("key-as-ca.pem", good.keyPEM)
+		truncCert := path("trunc-cert.pem", good.CertPEM[:len(good.CertPEM)/2])
+		truncCA := path("trunc-ca.pem", append(append([]byte{}, caA.CertPEM...), caB.CertPEM[:len(caB.CertPEM)/2]...))
+		otherKey := path("other-key.pem", other.KeyPEM)
+		keyAsCA := path("key-as-ca.pem", good.KeyPEM)
 		empty := path("empty.pem", nil)
 
 		for _, tc := range []struct{ name, cert, key, ca string }{
@@ -387,38 +284,38 @@ func TestTLS(t *testing.T) {
 	})
 
 	t.Run("ServerAuth", func(t *testing.T) {
-		srv := caA.issue(t, "server", true)
+		srv := caA.Issue(t, "server", true)
 		f := writeFiles(t, srv, nil)
 		cfg, err := ServerConfig(f.cert, f.key, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := startServer(t, cfg)
-		mustServe(t, addr, caA.pool(), nil, srv.serial)
-		mustFail(t, addr, caB.pool(), nil)
+		mustServe(t, addr, caA.Pool(), nil, srv.Cert.SerialNumber)
+		mustFail(t, addr, caB.Pool(), nil)
 		mustFail(t, addr, x509.NewCertPool(), nil)
 	})
 
 	t.Run("MutualTLS", func(t *testing.T) {
-		srv := caA.issue(t, "server", true)
-		f := writeFiles(t, srv, caA.pem)
+		srv := caA.Issue(t, "server", true)
+		f := writeFiles(t, srv, caA.CertPEM)
 		cfg, err := ServerConfig(f.cert, f.key, f.ca)
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := startServer(t, cfg)
-		good := caA.issue(t, "client-a", false).tlsCert(t)
-		bad := caB.issue(t, "client-b", false).tlsCert(t)
-		mustServe(t, addr, caA.pool(), &good, srv.serial)
-		mustFail(t, addr, caA.pool(), nil)
-		mustFail(t, addr, caA.pool(), &bad)
-		mustFail(t, addr, caB.pool(), &good) // and the server is still checked
+		good := caA.Issue(t, "client-a", false).TLSCertificate(t)
+		bad := caB.Issue(t, "client-b", false).TLSCertificate(t)
+		mustServe(t, addr, caA.Pool(), &good, srv.Cert.SerialNumber)
+		mustFail(t, addr, caA.Pool(), nil)
+		mustFail(t, addr, caA.Pool(), &bad)
+		mustFail(t, addr, caB.Pool(), &good) // and the server is still checked
 
 		// With TLS 1.3 a refused client certificate surfaces on the
 		// client only as a broken connection; TLS 1.2 shows the server's
 		// handshake alert.
 		for _, c := range []*tls.Certificate{nil, &bad} {
-			_, err := checkMax(addr, caA.pool(), c, tls.VersionTLS12)
+			_, err := checkMax(addr, caA.Pool(), c, tls.VersionTLS12)
 			if err == nil || !strings.Contains(err.Error(), "remote error: tls:") {
 				t.Errorf("TLS 1.2 with client cert %v: %v, want a TLS alert from the server", c != nil, err)
 			} else {
@@ -427,7 +324,7 @@ func TestTLS(t *testing.T) {
 		}
 		mustServeMax := func(c *tls.Certificate) {
 			t.Helper()
-			if _, err := checkMax(addr, caA.pool(), c, tls.VersionTLS12); err != nil {
+			if _, err := checkMax(addr, caA.Pool(), c, tls.VersionTLS12); err != nil {
 				t.Fatalf("TLS 1.2: %v", err)
 			}
 		}
@@ -437,27 +334,27 @@ func TestTLS(t *testing.T) {
 	t.Run("ReloadServerCert", func(t *testing.T) {
 		// The default check interval: the new certificate shows up
 		// within about a second.
-		srvA, srvB := caA.issue(t, "server-a", true), caB.issue(t, "server-b", true)
+		srvA, srvB := caA.Issue(t, "server-a", true), caB.Issue(t, "server-b", true)
 		f := writeFiles(t, srvA, nil)
 		cfg, err := ServerConfig(f.cert, f.key, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := startServer(t, cfg)
-		mustServe(t, addr, caA.pool(), nil, srvA.serial)
-		mustFail(t, addr, caB.pool(), nil)
+		mustServe(t, addr, caA.Pool(), nil, srvA.Cert.SerialNumber)
+		mustFail(t, addr, caB.Pool(), nil)
 
 		f.replaceServerCert(t, srvB)
 		eventually(t, "client trusting only the new CA", func() error {
-			_, err := check(addr, caB.pool(), nil)
+			_, err := check(addr, caB.Pool(), nil)
 			return err
 		})
-		mustServe(t, addr, caB.pool(), nil, srvB.serial)
-		mustFail(t, addr, caA.pool(), nil)
+		mustServe(t, addr, caB.Pool(), nil, srvB.Cert.SerialNumber)
+		mustFail(t, addr, caA.Pool(), nil)
 	})
 
 	t.Run("BadFilesKeepServing", func(t *testing.T) {
-		srvA, srvB := caA.issue(t, "server-a", true), caB.issue(t, "server-b", true)
+		srvA, srvB := caA.Issue(t, "server-a", true), caB.Issue(t, "server-b", true)
 		f := writeFiles(t, srvA, nil)
 		logs := &logRecorder{}
 		cfg, err := NewServerConfig(Config{CertFile: f.cert, KeyFile: f.key, Logger: slog.New(logs), CheckInterval: -1})
@@ -465,7 +362,7 @@ func TestTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		addr := startServer(t, cfg)
-		mustServe(t, addr, caA.pool(), nil, srvA.serial)
+		mustServe(t, addr, caA.Pool(), nil, srvA.Cert.SerialNumber)
 
 		// Each bad version of the files is reported once and the old
 		// certificate keeps serving.
@@ -473,74 +370,74 @@ func TestTLS(t *testing.T) {
 			name string
 			edit func()
 		}{
-			{"half-written cert", func() { writeFile(t, f.cert, srvB.certPEM[:len(srvB.certPEM)/2]) }},
+			{"half-written cert", func() { writeFile(t, f.cert, srvB.CertPEM[:len(srvB.CertPEM)/2]) }},
 			{"garbage cert", func() { writeFile(t, f.cert, []byte("garbage\n")) }},
 			{"empty cert", func() { writeFile(t, f.cert, nil) }},
-			{"new cert with old key", func() { replaceFile(t, f.cert, srvB.certPEM) }},
+			{"new cert with old key", func() { replaceFile(t, f.cert, srvB.CertPEM) }},
 		} {
 			bad.edit()
 			want := i + 1
 			eventually(t, bad.name+": reload failure logged", func() error {
-				mustServe(t, addr, caA.pool(), nil, srvA.serial)
+				mustServe(t, addr, caA.Pool(), nil, srvA.Cert.SerialNumber)
 				if n := logs.count(reloadFailed); n != want {
 					return fmt.Errorf("%d reload failures logged, want %d", n, want)
 				}
 				return nil
 			})
-			mustServe(t, addr, caA.pool(), nil, srvA.serial)
-			mustFail(t, addr, caB.pool(), nil)
+			mustServe(t, addr, caA.Pool(), nil, srvA.Cert.SerialNumber)
+			mustFail(t, addr, caB.Pool(), nil)
 			if n := logs.count(reloadFailed); n != want {
 				t.Fatalf("%s: %d reload failures logged, want %d", bad.name, n, want)
 			}
 		}
 
 		// The matching key completes the pair.
-		replaceFile(t, f.key, srvB.keyPEM)
+		replaceFile(t, f.key, srvB.KeyPEM)
 		eventually(t, "new certificate served", func() error {
-			_, err := check(addr, caB.pool(), nil)
+			_, err := check(addr, caB.Pool(), nil)
 			return err
 		})
-		mustServe(t, addr, caB.pool(), nil, srvB.serial)
+		mustServe(t, addr, caB.Pool(), nil, srvB.Cert.SerialNumber)
 		if n := logs.count("reloaded TLS files"); n != 1 {
 			t.Fatalf("%d reloads logged, want 1", n)
 		}
 	})
 
 	t.Run("ReloadClientCA", func(t *testing.T) {
-		srv := caA.issue(t, "server", true)
-		f := writeFiles(t, srv, caA.pem)
+		srv := caA.Issue(t, "server", true)
+		f := writeFiles(t, srv, caA.CertPEM)
 		cfg, err := NewServerConfig(Config{CertFile: f.cert, KeyFile: f.key, ClientCAFile: f.ca,
 			Logger: slog.New(&logRecorder{}), CheckInterval: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr := startServer(t, cfg)
-		clientA := caA.issue(t, "client-a", false).tlsCert(t)
-		clientB := caB.issue(t, "client-b", false).tlsCert(t)
-		mustServe(t, addr, caA.pool(), &clientA, srv.serial)
-		mustFail(t, addr, caA.pool(), &clientB)
+		clientA := caA.Issue(t, "client-a", false).TLSCertificate(t)
+		clientB := caB.Issue(t, "client-b", false).TLSCertificate(t)
+		mustServe(t, addr, caA.Pool(), &clientA, srv.Cert.SerialNumber)
+		mustFail(t, addr, caA.Pool(), &clientB)
 
-		replaceFile(t, f.ca, append(append([]byte{}, caA.pem...), caB.pem...))
+		replaceFile(t, f.ca, append(append([]byte{}, caA.CertPEM...), caB.CertPEM...))
 		eventually(t, "client of the added CA accepted", func() error {
-			_, err := check(addr, caA.pool(), &clientB)
+			_, err := check(addr, caA.Pool(), &clientB)
 			return err
 		})
-		mustServe(t, addr, caA.pool(), &clientA, srv.serial)
+		mustServe(t, addr, caA.Pool(), &clientA, srv.Cert.SerialNumber)
 
-		replaceFile(t, f.ca, caB.pem)
+		replaceFile(t, f.ca, caB.CertPEM)
 		eventually(t, "client of the removed CA refused", func() error {
-			if _, err := check(addr, caA.pool(), &clientA); err == nil {
+			if _, err := check(addr, caA.Pool(), &clientA); err == nil {
 				return errors.New("still accepted")
 			}
 			return nil
 		})
-		mustFail(t, addr, caA.pool(), &clientA)
-		mustServe(t, addr, caA.pool(), &clientB, srv.serial)
+		mustFail(t, addr, caA.Pool(), &clientA)
+		mustServe(t, addr, caA.Pool(), &clientB, srv.Cert.SerialNumber)
 	})
 
 	t.Run("CheckInterval", func(t *testing.T) {
 		// Within the check interval the files are not looked at.
-		srvA, srvB := caA.issue(t, "server-a", true), caB.issue(t, "server-b", true)
+		srvA, srvB := caA.Issue(t, "server-a", true), caB.Issue(t, "server-b", true)
 		f := writeFiles(t, srvA, nil)
 		logs := &logRecorder{}
 		cfg, err := NewServerConfig(Config{CertFile: f.cert, KeyFile: f.key, Logger: slog.New(logs), CheckInterval: time.Hour})
@@ -550,7 +447,7 @@ func TestTLS(t *testing.T) {
 		addr := startServer(t, cfg)
 		f.replaceServerCert(t, srvB)
 		for range 3 {
-			mustServe(t, addr, caA.pool(), nil, srvA.serial)
+			mustServe(t, addr, caA.Pool(), nil, srvA.Cert.SerialNumber)
 		}
 		if n := logs.count(""); n != 0 {
 			t.Fatalf("%d messages logged, want none", n)
@@ -562,8 +459,8 @@ func TestTLS(t *testing.T) {
 // checked at most once per interval, and a failed version is not retried
 // until it changes.
 func TestReloaderThrottle(t *testing.T) {
-	ca := newCA(t, "ca")
-	srvA, srvB := ca.issue(t, "server-a", true), ca.issue(t, "server-b", true)
+	ca := testcerts.NewCA(t, "ca")
+	srvA, srvB := ca.Issue(t, "server-a", true), ca.Issue(t, "server-b", true)
 	f := writeFiles(t, srvA, nil)
 	logs := &logRecorder{}
 	r := &reloader{certFile: f.cert, keyFile: f.key, log: slog.New(logs), interval: time.Second}
@@ -582,18 +479,18 @@ func TestReloaderThrottle(t *testing.T) {
 
 	f.replaceServerCert(t, srvB)
 	now = now.Add(999 * time.Millisecond)
-	if serial().Cmp(srvA.serial) != 0 {
+	if serial().Cmp(srvA.Cert.SerialNumber) != 0 {
 		t.Fatal("reloaded before the interval passed")
 	}
 	now = now.Add(time.Millisecond)
-	if serial().Cmp(srvB.serial) != 0 {
+	if serial().Cmp(srvB.Cert.SerialNumber) != 0 {
 		t.Fatal("not reloaded once the interval passed")
 	}
 
 	writeFile(t, f.cert, []byte("garbage"))
 	for range 3 {
 		now = now.Add(time.Second)
-		if serial().Cmp(srvB.serial) != 0 {
+		if serial().Cmp(srvB.Cert.SerialNumber) != 0 {
 			t.Fatal("garbage file replaced the certificate")
 		}
 	}
