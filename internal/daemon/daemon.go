@@ -20,7 +20,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/keepalive"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/examples"
@@ -102,10 +101,7 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
 
-	gopts := []grpc.ServerOption{
-		grpc.MaxConcurrentStreams(1 << 20),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
+	gopts := server.GRPCOptions()
 	if o.TLSCert != "" || o.TLSKey != "" {
 		cfg, err := tlsfiles.NewServerConfig(tlsfiles.Config{CertFile: o.TLSCert, KeyFile: o.TLSKey, ClientCAFile: o.ClientCA, Logger: o.Logger})
 		if err != nil {
