@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -110,21 +111,13 @@ func (ss *streamStatus) setNode(n *corev3.Node) {
 
 // typeLocked returns the entry for t, creating it in ADS order.
 func (ss *streamStatus) typeLocked(t *resource.Type) *TypeStatus {
-	for i := range ss.s.Types {
-		if ss.s.Types[i].TypeURL == t.URL {
-			return &ss.s.Types[i]
-		}
-	}
-	ss.s.Types = append(ss.s.Types, TypeStatus{TypeURL: t.URL})
-	sort.Slice(ss.s.Types, func(i, j int) bool {
-		return resource.Lookup(ss.s.Types[i].TypeURL).Order < resource.Lookup(ss.s.Types[j].TypeURL).Order
+	i := sort.Search(len(ss.s.Types), func(i int) bool {
+		return resource.Lookup(ss.s.Types[i].TypeURL).Order >= t.Order
 	})
-	for i := range ss.s.Types {
-		if ss.s.Types[i].TypeURL == t.URL {
-			return &ss.s.Types[i]
-		}
+	if i == len(ss.s.Types) || ss.s.Types[i].TypeURL != t.URL {
+		ss.s.Types = slices.Insert(ss.s.Types, i, TypeStatus{TypeURL: t.URL})
 	}
-	panic("unreachable")
+	return &ss.s.Types[i]
 }
 
 func (ss *streamStatus) sent(t *resource.Type, version, nonce string) {
