@@ -1,0 +1,136 @@
+package client_test
+
+import (
+	"net"
+	"slices"
+	"testing"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/server"
+)
+
+func TestReconnect(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		t.Run("C5_resumes_with_what_it_has", func(t *testing.T) {
+			env := startServer(t)
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
+			tp := &tap{}
+			c := newClient(t, env.Addr, v, withTap(tp))
+			rc, re := newRecorder(), newRecorder()
+			defer c.Watch(cds, "*", rc)()
+			rc.wantUpdate(t, "a")
+			defer c.Watch(eds, "a", re)()
+			got := re.wantUpdate(t, "a")
+			eventually(t, "EDS ACKed", func() bool {
+				ts, ok := typeStatus(env.Server, eds)
+				return ok && ts.AckedVersion == ts.SentVersion
+			})
+			// The versions last accepted, per type (SotW).
+			versions := map[string]string{}
+			for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
+				if r, ok := w.msg.(*discovery.DiscoveryRequest); ok && r.GetErrorDetail() == nil {
+					versions[r.GetTypeUrl()] = r.GetVersionInfo()
+				}
+			}
+			before := tp.numStreams()
+			tp.breakStreams()
+			eventually(t, "a new stream", func() bool { return tp.numStreams() > before })
+			first := map[string]wire{}
+			eventually(t, "subscriptions resent", func() bool {
+				for _, w := range tp.messages(func(w wire) bool { return w.sent && w.stream >= before }) {
+					typ := typeURLOf(w)
+					if _, ok := first[typ]; !ok {
+						first[typ] = w
+					}
+				}
+				return len(first) == 2
+			})
+			for typ, w := range first {
+				name := "*"
+				if typ == eds {
+					name = "a"
+				}
+				switch r := w.msg.(type) {
+				case *discovery.DiscoveryRequest:
+					if r.GetVersionInfo() != versions[typ] || r.GetVersionInfo() == "" || r.GetResponseNonce() != "" || !slices.Equal(r.GetResourceNames(), []string{name}) {
+						t.Errorf("%s: first request on the new stream %v, want version %q, names [%s], no nonce", typ, r, versions[typ], name)
+					}
+				case *discovery.DeltaDiscoveryRequest:
+					if !slices.Equal(r.GetResourceNamesSubscribe(), []string{name}) || r.GetInitialResourceVersions()["a"] == "" || len(r.GetInitialResourceVersions()) != 1 {
+						t.Errorf("%s: first request on the new stream %v, want subscribe [%s] and the version of a", typ, r, name)
+					}
+					if typ == eds && r.GetInitialResourceVersions()["a"] != got.Version {
+						t.Errorf("initial version %q, want %q", r.GetInitialResourceVersions()["a"], got.Version)
+					}
+				}
+			}
+			// Still watching: a change arrives on the new stream.
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 2))
+			if u := re.wantUpdate(t, "a"); port(u) != 2 {
+				t.Fatalf("port %d, want 2", port(u))
+			}
+		})
+
+		t.Run("C5_server_restart_on_the_same_address", func(t *testing.T) {
+			c1 := cache.New(nil)
+			c1.SetSnapshot("", cache.MustSnapshot(rawxds.Endpoints("a", 1)))
+			addr, stop := serve(t, "127.0.0.1:0", c1)
+			c := newClient(t, addr, v, nil)
+			r := newRecorder()
+			defer c.Watch(eds, "a", r)()
+			r.wantUpdate(t, "a")
+			stop()
+			r.waitFor(t, "error on the lost stream", func(e event) bool { return e.kind == "error" })
+			c2 := cache.New(nil)
+			c2.SetSnapshot("", cache.MustSnapshot(rawxds.Endpoints("a", 2)))
+			_, stop2 := serve(t, addr, c2)
+			defer stop2()
+			if u := r.wantUpdate(t, "a"); port(u) != 2 {
+				t.Fatalf("port %d, want 2 from the restarted server", port(u))
+			}
+		})
+	})
+}
+
+func typeURLOf(w wire) string {
+	switch m := w.msg.(type) {
+	case *discovery.DiscoveryRequest:
+		return m.GetTypeUrl()
+	case *discovery.DeltaDiscoveryRequest:
+		return m.GetTypeUrl()
+	}
+	return ""
+}
+
+// serve runs xdsd's server for c on addr until stop (or the test's end).
+func serve(t *testing.T, addr string, c *cache.Cache) (string, func()) {
+	t.Helper()
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	server.New(c, server.Config{}).Register(gs)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = gs.Serve(lis)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			gs.Stop()
+			<-done
+		}
+	}
+	t.Cleanup(stop)
+	return lis.Addr().String(), stop
+}
+
+var _ client.Watcher = (*recorder)(nil)

@@ -1,0 +1,383 @@
+package client
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+)
+
+// typeState is the protocol state of one type on a stream. Owned by the
+// stream's goroutine.
+type typeState struct {
+	info     *typeInfo
+	wildcard map[*watch]bool      // "*" watches
+	res      map[string]*resState // watched by name, or received under a wildcard
+
+	// SotW.
+	version   string   // last accepted version_info; kept across streams (C5)
+	nonce     string   // latest response nonce on the current stream
+	sentNames []string // names of the latest request on the current stream; nil: none sent
+	// lost holds the names dropped by the client itself (TTL expiry,
+	// dependent deletion) and not received since: while any is, the
+	// client no longer holds version, and resumes with no version.
+	lost map[string]bool
+
+	// Delta.
+	sentSet map[string]bool // names subscribed on the current stream, "*" included
+}
+
+// resState is one resource name of a type. Owned by the stream's goroutine.
+type resState struct {
+	watchers map[*watch]bool
+	update   *Update // last accepted; nil if none or deleted
+	raw      []byte  // encoded body of update, to tell unchanged resends
+	notExist bool    // reported as not existing and not received since
+
+	expiry    *time.Timer // C4, running while a request names it and it has not arrived
+	expiryGen int
+	ttl       *time.Timer // C6, running while update has a TTL
+	ttlGen    int
+}
+
+func newTypeState(ti *typeInfo) *typeState {
+	return &typeState{info: ti, wildcard: make(map[*watch]bool), res: make(map[string]*resState), lost: make(map[string]bool)}
+}
+
+func (ts *typeState) resetConn() {
+	ts.nonce, ts.sentNames, ts.sentSet = "", nil, nil
+}
+
+// names returns the names the type subscribes to, sorted, "*" included.
+func (ts *typeState) names() []string {
+	out := []string{}
+	if len(ts.wildcard) > 0 {
+		out = append(out, "*")
+	}
+	for n, rs := range ts.res {
+		if len(rs.watchers) > 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (ts *typeState) subscriptionChanged(delta bool) bool {
+	names := ts.names()
+	if delta {
+		if len(names) != len(ts.sentSet) {
+			return true
+		}
+		for _, n := range names {
+			if !ts.sentSet[n] {
+				return true
+			}
+		}
+		return false
+	}
+	if ts.sentNames == nil {
+		return len(names) > 0
+	}
+	return !slices.Equal(names, ts.sentNames)
+}
+
+// wants says whether a received resource is kept: it is watched by name or
+// the type is watched by wildcard.
+func (ts *typeState) wants(name string) bool {
+	if len(ts.wildcard) > 0 {
+		return true
+	}
+	rs := ts.res[name]
+	return rs != nil && len(rs.watchers) > 0
+}
+
+func (ts *typeState) allWatchers() []*watch {
+	var out []*watch
+	for w := range ts.wildcard {
+		out = append(out, w)
+	}
+	for _, rs := range ts.res {
+		for w := range rs.watchers {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// watchersOf returns the watchers of name: by name and by wildcard.
+func (ts *typeState) watchersOf(name string) []*watch {
+	var out []*watch
+	if rs := ts.res[name]; rs != nil {
+		for w := range rs.watchers {
+			out = append(out, w)
+		}
+	}
+	for w := range ts.wildcard {
+		out = append(out, w)
+	}
+	return out
+}
+
+func (rs *resState) stopExpiry() {
+	if rs.expiry != nil {
+		rs.expiry.Stop()
+		rs.expiry = nil
+	}
+	rs.expiryGen++
+}
+
+func (rs *resState) stopTTL() {
+	if rs.ttl != nil {
+		rs.ttl.Stop()
+		rs.ttl = nil
+	}
+	rs.ttlGen++
+}
+
+// addWatch registers w and tells it what the stream already knows.
+func (s *stream) addWatch(ti *typeInfo, w *watch) {
+	ts := s.types[ti.url]
+	if ts == nil {
+		ts = newTypeState(ti)
+		s.types[ti.url] = ts
+	}
+	if w.name == "*" {
+		ts.wildcard[w] = true
+		for _, rs := range ts.res {
+			if rs.update != nil {
+				w.update(*rs.update)
+			}
+		}
+		return
+	}
+	rs := ts.res[w.name]
+	if rs == nil {
+		rs = &resState{}
+		ts.res[w.name] = rs
+	}
+	if rs.watchers == nil {
+		rs.watchers = make(map[*watch]bool)
+	}
+	rs.watchers[w] = true
+	switch {
+	case rs.update != nil:
+		w.update(*rs.update)
+	case rs.notExist:
+		w.doesNotExist(w.name)
+	}
+}
+
+// removeWatch unregisters w and forgets what no watch covers any more.
+func (s *stream) removeWatch(w *watch) {
+	ts := s.types[w.typeURL]
+	if ts == nil {
+		return
+	}
+	if w.name == "*" {
+		delete(ts.wildcard, w)
+		if len(ts.wildcard) == 0 {
+			for n, rs := range ts.res {
+				if len(rs.watchers) == 0 {
+					s.forget(ts, n, rs)
+				}
+			}
+		}
+		return
+	}
+	rs := ts.res[w.name]
+	if rs == nil {
+		return
+	}
+	delete(rs.watchers, w)
+	if len(rs.watchers) == 0 && (len(ts.wildcard) == 0 || rs.update == nil) {
+		s.forget(ts, w.name, rs)
+	}
+}
+
+func (s *stream) forget(ts *typeState, name string, rs *resState) {
+	rs.stopExpiry()
+	rs.stopTTL()
+	delete(ts.res, name)
+	delete(ts.lost, name)
+}
+
+// startExpiry starts the watch expiry timer (C4) of every watched name that
+// has not arrived, once a request naming it has been sent.
+func (s *stream) startExpiry(ts *typeState) {
+	if s.conn == nil {
+		return
+	}
+	for name, rs := range ts.res {
+		if len(rs.watchers) == 0 || rs.update != nil || rs.notExist || rs.expiry != nil {
+			continue
+		}
+		rs.expiryGen++
+		gen := rs.expiryGen
+		rs.expiry = time.AfterFunc(s.c.cfg.WatchExpiry, func() {
+			s.post(func() { s.expired(ts, name, rs, gen) })
+		})
+	}
+}
+
+func (s *stream) expired(ts *typeState, name string, rs *resState, gen int) {
+	if ts.res[name] != rs || rs.expiryGen != gen {
+		return
+	}
+	rs.expiry = nil
+	if rs.update != nil || rs.notExist {
+		return
+	}
+	rs.notExist = true
+	for w := range rs.watchers {
+		w.doesNotExist(name)
+	}
+}
+
+// accepted is one resource of an accepted response.
+type accepted struct {
+	name    string
+	version string
+	msg     proto.Message // nil: a heartbeat (or, in delta, "does not exist")
+	raw     []byte
+	ttl     time.Duration
+}
+
+// apply stores an accepted resource and tells its watchers if it changed.
+func (s *stream) apply(ts *typeState, a accepted) {
+	rs := ts.res[a.name]
+	if a.msg == nil { // heartbeat: refresh the TTL (C6)
+		if rs != nil && rs.update != nil {
+			rs.update.TTL = a.ttl
+			s.armTTL(ts, a.name, rs)
+		}
+		return
+	}
+	if !ts.wants(a.name) {
+		return
+	}
+	if rs == nil {
+		rs = &resState{}
+		ts.res[a.name] = rs
+	}
+	rs.stopExpiry()
+	delete(ts.lost, a.name)
+	changed := rs.update == nil || !slices.Equal(rs.raw, a.raw)
+	rs.update = &Update{TypeURL: ts.info.url, Name: a.name, Version: a.version, Message: a.msg, TTL: a.ttl}
+	rs.raw = a.raw
+	rs.notExist = false
+	s.armTTL(ts, a.name, rs)
+	if changed {
+		for _, w := range ts.watchersOf(a.name) {
+			w.update(*rs.update)
+		}
+	}
+}
+
+func (s *stream) armTTL(ts *typeState, name string, rs *resState) {
+	rs.stopTTL()
+	if rs.update == nil || rs.update.TTL <= 0 {
+		return
+	}
+	gen := rs.ttlGen
+	rs.ttl = time.AfterFunc(rs.update.TTL, func() {
+		s.post(func() {
+			if ts.res[name] == rs && rs.ttlGen == gen {
+				rs.ttl = nil
+				s.remove(ts, []string{name}, true)
+			}
+		})
+	})
+}
+
+// remove deletes resources (server deletion, C3; TTL expiry, C6), tells
+// their watchers, and drops the resources that only they referred to.
+// local says the client deletes them itself, not the server.
+func (s *stream) remove(ts *typeState, names []string, local bool) {
+	var gone []proto.Message
+	for _, name := range names {
+		rs := ts.res[name]
+		if rs == nil || rs.notExist {
+			continue
+		}
+		if rs.update != nil {
+			gone = append(gone, rs.update.Message)
+		}
+		for _, w := range ts.watchersOf(name) {
+			w.doesNotExist(name)
+		}
+		rs.update, rs.raw, rs.notExist = nil, nil, true
+		if local {
+			ts.lost[name] = true
+		}
+		rs.stopExpiry()
+		rs.stopTTL()
+		if len(rs.watchers) == 0 {
+			delete(ts.res, name)
+			delete(ts.lost, name)
+		}
+	}
+	s.dropDependents(ts, gone)
+}
+
+// dropDependents drops the routes or endpoints of deleted Listeners or
+// Clusters that no remaining one of them refers to (C3).
+func (s *stream) dropDependents(ts *typeState, gone []proto.Message) {
+	if len(gone) == 0 || !ts.info.fullState {
+		return
+	}
+	drop := map[string]map[string]bool{}
+	for _, m := range gone {
+		t, names := dependents(m)
+		for _, n := range names {
+			if drop[t] == nil {
+				drop[t] = map[string]bool{}
+			}
+			drop[t][n] = true
+		}
+	}
+	for _, rs := range ts.res {
+		if rs.update == nil {
+			continue
+		}
+		t, names := dependents(rs.update.Message)
+		for _, n := range names {
+			delete(drop[t], n)
+		}
+	}
+	for t, set := range drop {
+		names := make([]string, 0, len(set))
+		for n := range set {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			continue
+		}
+		target := s.c.streamOf(t)
+		switch {
+		case target == nil:
+		case target == s:
+			s.dropNames(t, names)
+		default:
+			target.post(func() { target.dropNames(t, names) })
+		}
+	}
+}
+
+// dropNames deletes received resources of type t because what referred to
+// them is gone. The subscription is unchanged.
+func (s *stream) dropNames(t string, names []string) {
+	ts := s.types[t]
+	if ts == nil {
+		return
+	}
+	var held []string
+	for _, n := range names {
+		if rs := ts.res[n]; rs != nil && rs.update != nil {
+			held = append(held, n)
+		}
+	}
+	s.remove(ts, held, true)
+}
