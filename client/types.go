@@ -3,9 +3,6 @@ package client
 import (
 	"fmt"
 
-	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
-	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
-	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -72,13 +69,13 @@ func lookupType(url string) (*typeInfo, error) {
 	return ti, nil
 }
 
-// nameOf returns a resource's name: ClusterLoadAssignment.cluster_name, or
-// the "name" field every other xDS resource has.
+// nameOf returns a resource's name: what xdsd's registry says for the
+// types it knows, otherwise the "name" field every other xDS resource has.
 func nameOf(m proto.Message) string {
-	if cla, ok := m.(*endpointv3.ClusterLoadAssignment); ok {
-		return cla.GetClusterName()
-	}
 	r := m.ProtoReflect()
+	if t := resource.Lookup("type.googleapis.com/" + string(r.Descriptor().FullName())); t != nil {
+		return t.NameOf(m)
+	}
 	f := r.Descriptor().Fields().ByName("name")
 	if f == nil || f.Kind() != protoreflect.StringKind {
 		return ""
@@ -86,17 +83,13 @@ func nameOf(m proto.Message) string {
 	return r.Get(f).String()
 }
 
-// dependents returns the type and names of the resources that m, a
+// dependents returns the type URL and names of the resources that m, a
 // Listener or Cluster, makes the client fetch (C3): its RouteConfigurations
 // or its ClusterLoadAssignment.
 func dependents(m proto.Message) (string, []string) {
-	switch m := m.(type) {
-	case *listenerv3.Listener:
-		return resource.RouteType, resource.RouteNames(m)
-	case *clusterv3.Cluster:
-		if n, ok := resource.EDSName(m); ok {
-			return resource.EndpointType, []string{n}
-		}
+	t, names := resource.Dependencies(m)
+	if t == nil {
+		return "", nil
 	}
-	return "", nil
+	return t.URL, names
 }

@@ -8,10 +8,11 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
-// references returns the names of the resources m depends on and that a
-// client fetches separately: a cluster's ClusterLoadAssignment (EDS), a
-// listener's RouteConfigurations (RDS). Other types have none here.
-func references(m proto.Message) (*Type, []string) {
+// Dependencies returns the type and names of the resources m depends on and
+// that a client fetches separately because of it: a cluster's
+// ClusterLoadAssignment (EDS), a listener's RouteConfigurations (RDS).
+// Other messages have none.
+func Dependencies(m proto.Message) (*Type, []string) {
 	switch m := m.(type) {
 	case *clusterv3.Cluster:
 		if n, ok := EDSName(m); ok {

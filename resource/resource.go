@@ -91,7 +91,7 @@ func New(m proto.Message, opts ...Option) (*Resource, error) {
 	r.Version = hex.EncodeToString(sum[:8])
 	nh := sha256.Sum256([]byte(r.Name + "\x00" + r.Version))
 	r.hash = binary.LittleEndian.Uint64(nh[:8])
-	r.DependsOnType, r.DependsOn = references(m)
+	r.DependsOnType, r.DependsOn = Dependencies(m)
 	if vh, ok := m.(*routev3.VirtualHost); ok {
 		r.Aliases = vhostAliases(r.Name, vh.GetDomains())
 	}

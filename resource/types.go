@@ -55,6 +55,10 @@ type Type struct {
 	name       func(proto.Message) string
 }
 
+// NameOf returns the name of a message of this type: its name field, or
+// cluster_name for a ClusterLoadAssignment.
+func (t *Type) NameOf(m proto.Message) string { return t.name(m) }
+
 // New returns an empty message of this type.
 func (t *Type) New() proto.Message { return t.newMessage() }
 
