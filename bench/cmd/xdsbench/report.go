@@ -1,0 +1,162 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// summary is a result reduced to the figures of the table.
+type summary struct {
+	ok                   bool
+	err                  string
+	initialSync          float64 // s
+	initialCPU           float64 // s
+	p50, p99             float64 // s, over the clients of every round
+	maxMedian, maxWorst  float64 // s, the per-round maximum: median and worst round
+	bytes                float64 // per change
+	cpu                  float64 // s per change
+	idleRSS, rss, peak   float64 // MiB
+	clientRSS            float64 // MiB
+	updated, expected    int     // client updates over all rounds
+	rounds, quietMissing int
+}
+
+func summarize(r *result) summary {
+	s := summary{ok: r.Err == "", err: r.Err, initialSync: r.InitialSync, initialCPU: r.InitialCPU,
+		idleRSS: mib(r.IdleRSS), rss: mib(r.RSS), peak: mib(r.PeakRSS), clientRSS: mib(r.ClientRSS),
+		rounds: len(r.Rounds), expected: len(r.Rounds) * r.Clients}
+	var all []time.Duration
+	var maxes []float64
+	for _, rr := range r.Rounds {
+		all = append(all, rr.latencies...)
+		maxes = append(maxes, rr.Max)
+		s.bytes += float64(rr.Bytes)
+		s.cpu += rr.CPU
+		s.updated += rr.Updated
+		if !rr.Quiet {
+			s.quietMissing++
+		}
+	}
+	if n := len(r.Rounds); n > 0 {
+		s.bytes /= float64(n)
+		s.cpu /= float64(n)
+		slices.Sort(all)
+		slices.Sort(maxes)
+		s.p50 = quantile(all, 0.50).Seconds()
+		s.p99 = quantile(all, 0.99).Seconds()
+		s.maxMedian = maxes[(len(maxes)-1)/2]
+		s.maxWorst = maxes[len(maxes)-1]
+	}
+	return s
+}
+
+// row is one line of the table: a label and how to read the figure.
+type row struct {
+	label string
+	value func(summary) float64
+	unit  func(float64) string
+}
+
+func ms(v float64) string   { return fmt.Sprintf("%.1f ms", v*1e3) }
+func secs(v float64) string { return fmt.Sprintf("%.3f s", v) }
+func mibs(v float64) string { return fmt.Sprintf("%.1f MiB", v) }
+func kib(v float64) string  { return fmt.Sprintf("%.1f KiB", v/1024) }
+
+var rows = []row{
+	{"initial sync, all clients", func(s summary) float64 { return s.initialSync }, secs},
+	{"server CPU, initial sync", func(s summary) float64 { return s.initialCPU }, secs},
+	{"change → all clients: max (median round)", func(s summary) float64 { return s.maxMedian }, ms},
+	{"change → all clients: max (worst round)", func(s summary) float64 { return s.maxWorst }, ms},
+	{"change → client: p50", func(s summary) float64 { return s.p50 }, ms},
+	{"change → client: p99", func(s summary) float64 { return s.p99 }, ms},
+	{"bytes to clients per change", func(s summary) float64 { return s.bytes }, kib},
+	{"server CPU per change", func(s summary) float64 { return s.cpu }, secs},
+	{"server RSS, clients idle", func(s summary) float64 { return s.idleRSS }, mibs},
+	{"server RSS after the changes", func(s summary) float64 { return s.rss }, mibs},
+	{"server peak RSS (VmHWM)", func(s summary) float64 { return s.peak }, mibs},
+	{"load tool RSS, clients idle", func(s summary) float64 { return s.clientRSS }, mibs},
+}
+
+// printTable prints the figures of one mode: a column per server, then the
+// ratios go-control-plane / xdsd (dir).
+func printTable(w io.Writer, o options, mode string, results []*result) {
+	byServer := map[string]summary{}
+	var servers []string
+	for _, r := range results {
+		if r.Mode == mode {
+			byServer[r.Server] = summarize(r)
+			servers = append(servers, r.Server)
+		}
+	}
+	if len(servers) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s: %d clients × %d clusters × %d endpoints, %d endpoint set(s) changed per round, %d rounds, %d stream(s) per connection\n",
+		mode, o.clients, o.clusters, o.endpoints, o.changes, o.rounds, o.streamsPerConn)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := []string{"", ""}
+	for _, s := range servers {
+		head = append(head, serverTitles[s])
+	}
+	base, hasBase := byServer[srvXDSDDir]
+	var ratios []string
+	for _, g := range []string{srvGCPSnapshot, srvGCPLinear} {
+		if _, ok := byServer[g]; ok && hasBase {
+			ratios = append(ratios, g)
+			head = append(head, strings.TrimPrefix(g, "gcp-")+" ÷ xdsd")
+		}
+	}
+	fmt.Fprintln(tw, strings.Join(head[1:], "\t")+"\t")
+	for _, rw := range rows {
+		cells := []string{rw.label}
+		for _, s := range servers {
+			if sm := byServer[s]; sm.ok || rw.value(sm) != 0 {
+				cells = append(cells, rw.unit(rw.value(sm)))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		for _, g := range ratios {
+			cells = append(cells, ratio(rw.value(byServer[g]), rw.value(base), byServer[g].ok && base.ok))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	cells := []string{"clients updated, all rounds"}
+	for _, s := range servers {
+		sm := byServer[s]
+		cells = append(cells, fmt.Sprintf("%d/%d", sm.updated, sm.expected))
+	}
+	fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	tw.Flush()
+	loads := make([]string, 0, len(servers))
+	for _, r := range results {
+		if r.Mode == mode && r.LoadAvg != "" {
+			loads = append(loads, serverTitles[r.Server]+": "+strings.Join(strings.Fields(r.LoadAvg)[:3], " "))
+		}
+	}
+	if len(loads) > 0 {
+		fmt.Fprintf(w, "load average (1, 5, 15 min) at the end of each server's run: %s\n", strings.Join(loads, "; "))
+	}
+	for _, s := range servers {
+		sm := byServer[s]
+		if !sm.ok {
+			fmt.Fprintf(w, "%s failed (figures up to the failure): %s\n", serverTitles[s], sm.err)
+		}
+		if sm.quietMissing > 0 {
+			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", serverTitles[s], sm.quietMissing)
+		}
+	}
+}
+
+// ratio formats a/b.
+func ratio(a, b float64, ok bool) string {
+	if !ok || b == 0 || math.IsNaN(a/b) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f×", a/b)
+}

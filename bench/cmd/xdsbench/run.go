@@ -1,0 +1,585 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the flags of a benchmark run.
+type options struct {
+	servers        []string
+	modes          []string // "sotw", "delta"
+	clients        int
+	clusters       int
+	endpoints      int
+	changes        int // K: endpoint sets changed per round
+	rounds         int
+	streamsPerConn int
+	readBuffer     int
+	writeBuffer    int
+	window         int
+	timeout        time.Duration // the whole run
+	readyTimeout   time.Duration
+	syncTimeout    time.Duration
+	roundTimeout   time.Duration
+	quiet          time.Duration // how long nothing moves before a round is over
+	quietTimeout   time.Duration
+	xdsdBin        string
+	workDir        string
+	keep           bool
+	pprofDir       string
+	pprofSeconds   int
+	jsonPath       string
+	verbose        bool
+}
+
+// defaultOptions are the flag defaults, sized for 2 cores.
+func defaultOptions() options {
+	return options{
+		servers:        allServers,
+		modes:          []string{"delta"},
+		clients:        1000,
+		clusters:       1000,
+		endpoints:      4,
+		changes:        1,
+		rounds:         5,
+		streamsPerConn: 1,
+		readBuffer:     16 << 10,
+		writeBuffer:    8 << 10,
+		window:         64 << 10,
+		timeout:        5 * time.Minute,
+		readyTimeout:   time.Minute,
+		syncTimeout:    2 * time.Minute,
+		roundTimeout:   time.Minute,
+		quiet:          300 * time.Millisecond,
+		quietTimeout:   20 * time.Second,
+		pprofSeconds:   10,
+	}
+}
+
+const usageText = `Usage: xdsbench [flags]
+
+Starts each server under test (-servers) as a child process on 127.0.0.1, opens
+-clients Envoy-like ADS streams to it, waits until every client holds every
+cluster and endpoint set, then runs -rounds rounds: change -changes endpoint
+sets, wait until every client holds them. Prints, per mode, a table of every
+figure for every server and the ratio go-control-plane / xdsd (dir).
+
+Flags:
+`
+
+// parseFlags parses the benchmark's flags. It returns nil and an exit code
+// if the run should not go on.
+func parseFlags(args []string, stderr io.Writer) (*options, int) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("xdsbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	servers := fs.String("servers", strings.Join(allServers, ","), "servers under test, comma-separated: "+strings.Join(allServers, ", "))
+	mode := fs.String("mode", "delta", "ADS variant: sotw, delta, or both as sotw,delta")
+	fs.IntVar(&o.clients, "clients", o.clients, "number of clients (ADS streams)")
+	fs.IntVar(&o.clusters, "clusters", o.clusters, "number of clusters, each with one endpoint set")
+	fs.IntVar(&o.endpoints, "endpoints", o.endpoints, "endpoints per endpoint set")
+	fs.IntVar(&o.changes, "changes", o.changes, "endpoint sets changed per round (K); the others stay byte-identical")
+	fs.IntVar(&o.rounds, "rounds", o.rounds, "measured rounds (changes) per server")
+	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
+	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
+	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
+	fs.IntVar(&o.window, "window", o.window, "client HTTP/2 initial stream window, bytes (at least 65535)")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; then everything stops")
+	fs.DurationVar(&o.readyTimeout, "ready-timeout", o.readyTimeout, "bound on a server's start")
+	fs.DurationVar(&o.syncTimeout, "sync-timeout", o.syncTimeout, "bound on the initial sync of all clients")
+	fs.DurationVar(&o.roundTimeout, "round-timeout", o.roundTimeout, "bound on one round")
+	fs.DurationVar(&o.quiet, "quiet", o.quiet, "a round ends (for bytes and CPU) once neither client bytes nor server CPU moved for this long")
+	fs.DurationVar(&o.quietTimeout, "quiet-timeout", o.quietTimeout, "bound on waiting for quiet")
+	fs.StringVar(&o.xdsdBin, "xdsd-bin", "", "xdsd binary; empty: go build github.com/xdsd/xdsd/cmd/xdsd into the work directory")
+	fs.StringVar(&o.workDir, "work-dir", "", "scratch directory (config directory, logs); empty: a new temporary directory")
+	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
+	fs.StringVar(&o.pprofDir, "pprof", "", "write profiles of each server into DIR: the CPU for -pprof-seconds from the start of the initial sync\n(<server>-<mode>-sync.pprof), the heap with the clients idle (<server>-<mode>-heap.pprof) and,\nafter the measured rounds, the CPU for -pprof-seconds while changes run back to back (<server>-<mode>.pprof)")
+	fs.IntVar(&o.pprofSeconds, "pprof-seconds", o.pprofSeconds, "length of the CPU profile")
+	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
+	fs.BoolVar(&o.verbose, "v", false, "log progress and every round to stderr")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, 0
+		}
+		return nil, 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "xdsbench: unexpected arguments %q\n", fs.Args())
+		return nil, 2
+	}
+	o.servers = splitList(*servers)
+	o.modes = splitList(*mode)
+	if err := o.check(); err != nil {
+		fmt.Fprintln(stderr, "xdsbench:", err)
+		return nil, 2
+	}
+	return &o, 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// check validates the options.
+func (o *options) check() error {
+	for _, s := range o.servers {
+		if !slices.Contains(allServers, s) {
+			return fmt.Errorf("-servers: unknown server %q (known: %s)", s, strings.Join(allServers, ", "))
+		}
+	}
+	for _, m := range o.modes {
+		if m != "sotw" && m != "delta" {
+			return fmt.Errorf("-mode: %q is not sotw or delta", m)
+		}
+	}
+	switch {
+	case len(o.servers) == 0 || len(o.modes) == 0:
+		return errors.New("no server or no mode")
+	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1:
+		return errors.New("-clients, -clusters, -endpoints and -streams-per-conn must be at least 1, -rounds at least 0")
+	case o.changes < 1 || o.changes > o.clusters:
+		return fmt.Errorf("-changes must be between 1 and -clusters (%d)", o.clusters)
+	case o.endpoints > 250:
+		return errors.New("-endpoints must be at most 250")
+	}
+	return nil
+}
+
+// runMain runs the benchmark and prints the tables.
+func runMain(o options, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	logf := func(format string, args ...any) {
+		if o.verbose {
+			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+		}
+	}
+	results, err := run(ctx, o, logf)
+	for _, mode := range o.modes {
+		printTable(stdout, o, mode, results)
+	}
+	if o.jsonPath != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if werr := os.WriteFile(o.jsonPath, append(b, '\n'), 0o644); werr != nil && err == nil {
+			err = werr
+		}
+	}
+	if err != nil {
+		return fail(stderr, err)
+	}
+	for _, r := range results {
+		if r.Err != "" {
+			fmt.Fprintf(stderr, "xdsbench: %s %s: %s\n", r.Server, r.Mode, r.Err)
+		}
+	}
+	if failed(results) {
+		return 1
+	}
+	return 0
+}
+
+// failed reports whether any server failed its scenario.
+func failed(results []*result) bool {
+	for _, r := range results {
+		if r.Err != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// run prepares the work directory and the xdsd binary, then runs every mode
+// against every server, one at a time. A server that fails is reported in
+// its result; run returns an error only if nothing can run.
+func run(ctx context.Context, o options, logf func(string, ...any)) ([]*result, error) {
+	if lim, err := raiseNoFile(); err != nil {
+		logf("RLIMIT_NOFILE: %v", err)
+	} else if lim < uint64(o.clients)+64 {
+		logf("RLIMIT_NOFILE is %d: too low for %d connections", lim, o.clients)
+	}
+	defer httpClient.CloseIdleConnections()
+	e := env{clusters: o.clusters, endpoints: o.endpoints, log: logf, xdsdBin: o.xdsdBin}
+	var err error
+	if e.self, err = os.Executable(); err != nil {
+		return nil, err
+	}
+	e.workDir = o.workDir
+	if e.workDir == "" {
+		if e.workDir, err = os.MkdirTemp("", "xdsbench-"); err != nil {
+			return nil, err
+		}
+		if !o.keep {
+			defer os.RemoveAll(e.workDir)
+		}
+	} else if err := os.MkdirAll(e.workDir, 0o755); err != nil {
+		return nil, err
+	}
+	logf("work directory %s", e.workDir)
+	if e.xdsdBin == "" && slices.Contains(o.servers, srvXDSDDir) {
+		logf("building xdsd")
+		if e.xdsdBin, err = buildXDSD(ctx, e.workDir); err != nil {
+			return nil, err
+		}
+	}
+	if o.pprofDir != "" {
+		if err := os.MkdirAll(o.pprofDir, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	var results []*result
+	for _, mode := range o.modes {
+		for _, name := range o.servers {
+			if ctx.Err() != nil {
+				return results, fmt.Errorf("stopped before %s %s: %w", name, mode, context.Cause(ctx))
+			}
+			r := runServer(ctx, o, e, name, mode)
+			results = append(results, r)
+			if r.Err != "" {
+				logf("%s %s: %s", name, mode, r.Err)
+			}
+		}
+	}
+	return results, nil
+}
+
+// result is what one server did in one mode.
+type result struct {
+	Server, Mode                    string
+	Clients, Clusters, Endpoints, K int
+	StreamsPerConn                  int
+	Err                             string  `json:",omitempty"`
+	InitialSync                     float64 // seconds until every client held everything
+	InitialCPU                      float64 // server CPU seconds for the initial sync
+	IdleRSS                         int64   // server RSS with every client connected and idle
+	ClientRSS                       int64   // this process's RSS, clients idle
+	Rounds                          []roundResult
+	RSS, PeakRSS                    int64  // server VmRSS after the rounds, and VmHWM
+	LoadAvg                         string // /proc/loadavg when the server's run ended: other load on the machine
+	ProfileRounds                   int    `json:",omitempty"`
+	ProfilePath                     string `json:",omitempty"`
+}
+
+// roundResult is one change: latencies are from the change (rename or
+// control call) to the moment each client had received every changed
+// endpoint set.
+type roundResult struct {
+	Gen           int
+	Updated       int     // clients that got the change
+	P50, P99, Max float64 // seconds, over clients
+	Bytes         int64   // received by all clients until quiet
+	CPU           float64 // server CPU seconds until quiet
+	Quiet         bool    // false if quiet was not reached within -quiet-timeout
+	latencies     []time.Duration
+}
+
+// runServer runs one mode against one server.
+func runServer(ctx context.Context, o options, e env, name, mode string) (res *result) {
+	res = &result{Server: name, Mode: mode, Clients: o.clients, Clusters: o.clusters, Endpoints: o.endpoints,
+		K: o.changes, StreamsPerConn: o.streamsPerConn}
+	logf := e.log
+	fail := func(err error) *result {
+		res.Err = err.Error()
+		return res
+	}
+	defer func() {
+		b, _ := os.ReadFile("/proc/loadavg")
+		res.LoadAvg = strings.TrimSpace(string(b))
+		logf("%s %s: load average %s", name, mode, res.LoadAvg)
+	}()
+	rs, err := startServer(ctx, e, name, o.readyTimeout)
+	if err != nil {
+		return fail(err)
+	}
+	defer rs.proc.stop(3 * time.Second)
+	pid := rs.proc.pid()
+	logf("%s %s: serving on %s (pid %d)", name, mode, rs.xdsAddr, pid)
+
+	cpu0, err := cpuTicks(pid)
+	if err != nil {
+		return fail(err)
+	}
+	var syncProfile chan error // the CPU profile of the initial sync, if asked for
+	if o.pprofDir != "" {
+		syncProfile = make(chan error, 1)
+		path := filepath.Join(o.pprofDir, name+"-"+mode+"-sync.pprof")
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", rs.pprofBase, o.pprofSeconds)
+		go func() { syncProfile <- fetchTo(ctx, url, path) }() // waited for below
+		defer func() {
+			if syncProfile != nil {
+				<-syncProfile
+			}
+		}()
+	}
+	start := time.Now()
+	f, initial, err := startFleet(rs.xdsAddr, fleetConfig{
+		clients: o.clients, clusters: o.clusters, delta: mode == "delta",
+		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	defer f.stop() // before the server stops
+	if err := f.wait(ctx, initial, o.syncTimeout); err != nil {
+		return fail(fmt.Errorf("initial sync: %w", err))
+	}
+	res.InitialSync = slices.MaxFunc(initial.at, func(a, b time.Time) int { return a.Compare(b) }).Sub(start).Seconds()
+	if !quiesce(ctx, f, pid, o.quiet, o.quietTimeout) {
+		logf("%s %s: not quiet after the initial sync", name, mode)
+	}
+	cpu1, err := cpuTicks(pid)
+	if err != nil {
+		return fail(err)
+	}
+	res.InitialCPU = float64(cpu1-cpu0) / clockTicks()
+	runtime.GC()
+	if res.IdleRSS, _, err = memStatus(pid); err != nil {
+		return fail(err)
+	}
+	debug.FreeOSMemory() // the clients' live memory, not the garbage of the sync
+	res.ClientRSS, _, _ = memStatus(os.Getpid())
+	if o.pprofDir != "" {
+		err := <-syncProfile
+		syncProfile = nil
+		if err != nil {
+			return fail(fmt.Errorf("initial sync profile: %w", err))
+		}
+		logf("%s %s: CPU profile of the initial sync (and %ds in all) in %s", name, mode, o.pprofSeconds,
+			filepath.Join(o.pprofDir, name+"-"+mode+"-sync.pprof"))
+		path := filepath.Join(o.pprofDir, name+"-"+mode+"-heap.pprof")
+		if err := fetchTo(ctx, rs.pprofBase+"/debug/pprof/heap?gc=1", path); err != nil {
+			return fail(fmt.Errorf("heap profile: %w", err))
+		}
+		logf("%s %s: heap profile with the clients idle in %s", name, mode, path)
+		if err := writeHeapProfile(filepath.Join(o.pprofDir, "xdsbench-"+name+"-"+mode+"-heap.pprof")); err != nil {
+			return fail(fmt.Errorf("heap profile of the load tool: %w", err))
+		}
+	}
+	logf("%s %s: initial sync of %d clients in %.3fs, server CPU %.2fs, RSS %.1f MiB",
+		name, mode, o.clients, res.InitialSync, res.InitialCPU, mib(res.IdleRSS))
+
+	gen := 0
+	for range o.rounds {
+		gen++
+		rr, err := measureRound(ctx, o, rs, f, gen)
+		if err != nil {
+			return fail(fmt.Errorf("round %d: %w", gen, err))
+		}
+		res.Rounds = append(res.Rounds, rr)
+		logf("%s %s: round %d: max %.1fms p50 %.1fms p99 %.1fms, %d bytes, CPU %.2fs%s",
+			name, mode, gen, rr.Max*1e3, rr.P50*1e3, rr.P99*1e3, rr.Bytes, rr.CPU, map[bool]string{false: " (not quiet)", true: ""}[rr.Quiet])
+		runtime.GC()
+	}
+	if res.RSS, res.PeakRSS, err = memStatus(pid); err != nil {
+		return fail(err)
+	}
+	if o.pprofDir != "" {
+		path := filepath.Join(o.pprofDir, name+"-"+mode+".pprof")
+		n, err := profile(ctx, o, rs, f, &gen, path)
+		if err != nil {
+			return fail(fmt.Errorf("profile: %w", err))
+		}
+		res.ProfileRounds, res.ProfilePath = n, path
+		logf("%s %s: %d changes profiled into %s", name, mode, n, path)
+	}
+	if exited, werr := rs.proc.exited(); exited {
+		return fail(fmt.Errorf("server exited: %v (log: %s)", werr, rs.proc.log.Name()))
+	}
+	return res
+}
+
+// changedSets returns the endpoint sets that round gen changes: K
+// consecutive indices, moving on by K each round.
+func changedSets(o options, gen int) []int {
+	idx := make([]int, o.changes)
+	for j := range idx {
+		idx[j] = ((gen-1)*o.changes + j) % o.clusters
+	}
+	return idx
+}
+
+// measureRound makes change gen and measures it.
+func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int) (roundResult, error) {
+	rr := roundResult{Gen: gen}
+	pid := rs.proc.pid()
+	idx := changedSets(o, gen)
+	commit, err := rs.stage(ctx, gen, idx)
+	if err != nil {
+		return rr, err
+	}
+	r := newRound(o.clients, int32(gen), idx, o.clusters)
+	f.startRound(r)
+	bytes0 := f.bytes.Load()
+	cpu0, err := cpuTicks(pid)
+	if err != nil {
+		return rr, err
+	}
+	t0 := time.Now()
+	if err := commit(); err != nil {
+		return rr, err
+	}
+	werr := f.wait(ctx, r, o.roundTimeout)
+	rr.Quiet = quiesce(ctx, f, pid, o.quiet, o.quietTimeout)
+	cpu1, err := cpuTicks(pid)
+	if err != nil {
+		return rr, err
+	}
+	rr.Bytes = f.bytes.Load() - bytes0
+	rr.CPU = float64(cpu1-cpu0) / clockTicks()
+	for _, at := range r.at {
+		if !at.IsZero() {
+			rr.latencies = append(rr.latencies, at.Sub(t0))
+		}
+	}
+	rr.Updated = len(rr.latencies)
+	if werr != nil {
+		return rr, werr
+	}
+	slices.Sort(rr.latencies)
+	rr.P50 = quantile(rr.latencies, 0.50).Seconds()
+	rr.P99 = quantile(rr.latencies, 0.99).Seconds()
+	rr.Max = rr.latencies[len(rr.latencies)-1].Seconds()
+	return rr, nil
+}
+
+// quantile returns the q-quantile of sorted durations (nearest rank).
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// quiesce waits until neither the bytes the clients receive nor the server's
+// CPU time moved for window, and reports whether that happened within limit.
+func quiesce(ctx context.Context, f *fleet, pid int, window, limit time.Duration) bool {
+	deadline := time.NewTimer(limit)
+	defer deadline.Stop()
+	tick := time.NewTicker(max(window/6, time.Millisecond))
+	defer tick.Stop()
+	lastB := f.bytes.Load()
+	lastC, _ := cpuTicks(pid)
+	since := time.Now()
+	for {
+		select {
+		case now := <-tick.C:
+			b := f.bytes.Load()
+			c, err := cpuTicks(pid)
+			if err != nil {
+				return false
+			}
+			if b != lastB || c != lastC {
+				lastB, lastC, since = b, c, now
+			} else if now.Sub(since) >= window {
+				return true
+			}
+		case <-deadline.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// profile fetches a CPU profile of the server while changes run back to
+// back, and returns how many ran.
+func profile(ctx context.Context, o options, rs *running, f *fleet, gen *int, path string) (int, error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { // owned by profile, which waits for it
+		done <- fetchTo(pctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", rs.pprofBase, o.pprofSeconds), path)
+	}()
+	n := 0
+	for {
+		select {
+		case err := <-done:
+			return n, err
+		default:
+		}
+		*gen++
+		idx := changedSets(o, *gen)
+		commit, err := rs.stage(ctx, *gen, idx)
+		if err == nil {
+			r := newRound(o.clients, int32(*gen), idx, o.clusters)
+			f.startRound(r)
+			if err = commit(); err == nil {
+				err = f.wait(ctx, r, o.roundTimeout)
+			}
+		}
+		if err != nil {
+			cancel()
+			<-done
+			return n, err
+		}
+		n++
+	}
+}
+
+// fetchTo writes the body of a GET of url to path.
+func fetchTo(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, resp.Body); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+// writeHeapProfile writes this process's heap profile to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

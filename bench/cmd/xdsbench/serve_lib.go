@@ -1,0 +1,63 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"google.golang.org/grpc"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
+)
+
+// serveXDSDLib is `xdsbench serve-xdsd-lib`: xdsd used as a library, as
+// README.md shows. It keeps every resource encoded (resource.New) and, on a
+// change, re-encodes only the changed endpoint sets and publishes a whole new
+// snapshot of all resources; the cache works out what changed.
+func serveXDSDLib(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve-xdsd-lib", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var sf serveFlags
+	sf.register(fs)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	all := make([]*resource.Resource, 2*sf.clusters) // clusters, then endpoint sets
+	for i := range sf.clusters {
+		var err error
+		if all[i], err = resource.New(newCluster(i)); err == nil {
+			all[sf.clusters+i], err = resource.New(newCLA(i, sf.endpoints, 0))
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "xdsbench:", err)
+			return 1
+		}
+	}
+	c := cache.New(nil)
+	srv := server.New(c, server.Config{})
+	publish := func() error {
+		snap, err := cache.NewSnapshot(all...)
+		if err != nil {
+			return err
+		}
+		c.SetSnapshot("", snap)
+		return nil
+	}
+	if err := publish(); err != nil {
+		fmt.Fprintln(stderr, "xdsbench:", err)
+		return 1
+	}
+	change := func(gen int, idx []int) error {
+		for _, i := range idx {
+			r, err := resource.New(newCLA(i, sf.endpoints, gen))
+			if err != nil {
+				return err
+			}
+			all[sf.clusters+i] = r
+		}
+		return publish()
+	}
+	return serveUnderTest(sf, func(gs *grpc.Server) { srv.Register(gs) }, change, stderr)
+}

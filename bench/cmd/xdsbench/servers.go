@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Names of the servers under test, in the order they run and are printed.
+const (
+	srvXDSDDir     = "xdsd-dir"
+	srvXDSDLib     = "xdsd-lib"
+	srvGCPSnapshot = "gcp-snapshot"
+	srvGCPLinear   = "gcp-linear"
+)
+
+var allServers = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear}
+
+// serverTitles are the column titles of the servers.
+var serverTitles = map[string]string{
+	srvXDSDDir:     "xdsd (dir)",
+	srvXDSDLib:     "xdsd (lib)",
+	srvGCPSnapshot: "gcp-snapshot",
+	srvGCPLinear:   "gcp-linear",
+}
+
+// env is what starting a server needs.
+type env struct {
+	workDir   string // scratch directory of this run
+	xdsdBin   string // the xdsd binary
+	self      string // this program, re-executed for serve-* subcommands
+	clusters  int
+	endpoints int
+	log       func(format string, args ...any)
+}
+
+// running is a started server under test.
+type running struct {
+	proc    *proc
+	xdsAddr string
+	// pprofBase is the base URL of the server's /debug/pprof/.
+	pprofBase string
+	// stage prepares generation gen of the endpoint sets idx and returns the
+	// call that makes the change: for xdsd-dir, the temporary files are
+	// written and commit renames them; otherwise commit is the control call.
+	stage func(ctx context.Context, gen int, idx []int) (commit func() error, err error)
+}
+
+// startServer starts the server called name and waits until it serves the
+// initial configuration.
+func startServer(ctx context.Context, e env, name string, readyTimeout time.Duration) (*running, error) {
+	switch name {
+	case srvXDSDDir:
+		return startXDSDDir(ctx, e, readyTimeout)
+	case srvXDSDLib:
+		return startSelf(ctx, e, name, []string{"serve-xdsd-lib"}, readyTimeout)
+	case srvGCPSnapshot:
+		return startSelf(ctx, e, name, []string{"serve-gcp", "--cache", "snapshot"}, readyTimeout)
+	case srvGCPLinear:
+		return startSelf(ctx, e, name, []string{"serve-gcp", "--cache", "linear"}, readyTimeout)
+	}
+	return nil, fmt.Errorf("unknown server %q (known: %s)", name, strings.Join(allServers, ", "))
+}
+
+// startXDSDDir lays out a configuration directory and runs `xdsd serve` on
+// it.
+func startXDSDDir(ctx context.Context, e env, readyTimeout time.Duration) (*running, error) {
+	dir := filepath.Join(e.workDir, "config")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, err
+	}
+	if err := writeConfigDir(dir, e.clusters, e.endpoints); err != nil {
+		return nil, fmt.Errorf("writing the configuration directory: %w", err)
+	}
+	xdsAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	adminAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--config-dir", dir, "--xds-addr", xdsAddr, "--admin-addr", adminAddr, "--shutdown-grace", "1s"}
+	e.log("starting %s %s", e.xdsdBin, strings.Join(args, " "))
+	p, err := startProc(srvXDSDDir, e.xdsdBin, args, filepath.Join(e.workDir, srvXDSDDir+".log"), nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := pollHTTP(ctx, p, "http://"+adminAddr+"/readyz", readyTimeout); err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	r := &running{proc: p, xdsAddr: xdsAddr, pprofBase: "http://" + adminAddr}
+	r.stage = func(_ context.Context, gen int, idx []int) (func() error, error) {
+		renames := make([]func() error, 0, len(idx))
+		for _, i := range idx {
+			mv, err := stageCLA(dir, i, e.endpoints, gen)
+			if err != nil {
+				return nil, err
+			}
+			renames = append(renames, mv)
+		}
+		return func() error {
+			for _, mv := range renames {
+				if err := mv(); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil
+	}
+	return r, nil
+}
+
+// startSelf runs this program's serve-* subcommand sub and uses its control
+// endpoint for changes.
+func startSelf(ctx context.Context, e env, name string, sub []string, readyTimeout time.Duration) (*running, error) {
+	args := append(sub, "--xds-addr", "127.0.0.1:0", "--control-addr", "127.0.0.1:0",
+		"--clusters", strconv.Itoa(e.clusters), "--endpoints", strconv.Itoa(e.endpoints))
+	e.log("starting %s %s", e.self, strings.Join(args, " "))
+	p, err := startProc(name, e.self, args, filepath.Join(e.workDir, name+".log"), nil)
+	if err != nil {
+		return nil, err
+	}
+	line, err := p.waitReady(ctx, readyTimeout)
+	if err != nil {
+		p.stop(time.Second)
+		return nil, err
+	}
+	var xdsAddr, control string
+	for f := range strings.FieldsSeq(line) {
+		if v, ok := strings.CutPrefix(f, "xds="); ok {
+			xdsAddr = v
+		} else if v, ok := strings.CutPrefix(f, "control="); ok {
+			control = v
+		}
+	}
+	if xdsAddr == "" || control == "" {
+		p.stop(time.Second)
+		return nil, fmt.Errorf("%s: malformed ready line %q", name, line)
+	}
+	r := &running{proc: p, xdsAddr: xdsAddr, pprofBase: "http://" + control}
+	r.stage = func(ctx context.Context, gen int, idx []int) (func() error, error) {
+		s := make([]string, len(idx))
+		for j, i := range idx {
+			s[j] = strconv.Itoa(i)
+		}
+		url := fmt.Sprintf("http://%s/change?gen=%d&idx=%s", control, gen, strings.Join(s, ","))
+		return func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := httpClient.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			if resp.StatusCode != http.StatusNoContent {
+				return fmt.Errorf("%s: change: %s: %s", name, resp.Status, body)
+			}
+			return nil
+		}, nil
+	}
+	return r, nil
+}
+
+// buildXDSD builds the xdsd command into dir and returns the binary's path.
+// It finds the xdsd module's directory with `go list -m` (from the bench
+// module, the directory its replace directive names), so it runs from
+// anywhere in either module, and builds there with the xdsd module's own
+// go.sum.
+func buildXDSD(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "github.com/xdsd/xdsd").Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m github.com/xdsd/xdsd (run xdsbench from the xdsd or bench module, or pass -xdsd-bin): %w", err)
+	}
+	bin := filepath.Join(dir, "xdsd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/xdsd")
+	cmd.Dir = strings.TrimSpace(string(out))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/xdsd in %s: %v\n%s", cmd.Dir, err, b)
+	}
+	return bin, nil
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain lets the test binary stand in for xdsbench when the benchmark
+// re-executes itself as a server under test (serve-* subcommands).
+func TestMain(m *testing.M) {
+	if isServeSubcommand(os.Args[1:]) {
+		os.Exit(dispatch(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+// TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
+// this repository) and go-control-plane's LinearCache, in both modes, and
+// checks that every client got the initial state and every change.
+func TestEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds xdsd and starts servers")
+	}
+	defer goleak.VerifyNone(t)
+	o := defaultOptions()
+	o.servers = []string{srvXDSDDir, srvGCPLinear}
+	o.modes = []string{"sotw", "delta"}
+	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
+	o.quiet = 50 * time.Millisecond
+	o.workDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	results, err := run(ctx, o, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(results) != 4 {
+		t.Fatalf("%d results, want 4", len(results))
+	}
+	for _, r := range results {
+		if r.Err != "" {
+			t.Errorf("%s %s: %s", r.Server, r.Mode, r.Err)
+			continue
+		}
+		if r.InitialSync <= 0 || r.IdleRSS <= 0 || len(r.Rounds) != o.rounds {
+			t.Errorf("%s %s: initial sync %v, idle RSS %d, %d rounds", r.Server, r.Mode, r.InitialSync, r.IdleRSS, len(r.Rounds))
+		}
+		for _, rr := range r.Rounds {
+			if rr.Updated != o.clients || rr.Max <= 0 || rr.Bytes <= 0 {
+				t.Errorf("%s %s round %d: %d of %d clients updated, max %v, %d bytes",
+					r.Server, r.Mode, rr.Gen, rr.Updated, o.clients, rr.Max, rr.Bytes)
+			}
+		}
+	}
+	var out bytes.Buffer
+	for _, mode := range o.modes {
+		printTable(&out, o, mode, results)
+	}
+	for _, want := range []string{"xdsd (dir)", "gcp-linear", "linear ÷ xdsd", "20/20"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log("\n" + out.String())
+}
