@@ -8,15 +8,17 @@ import (
 )
 
 // GRPCOptions returns grpc.Server options suited to serving xDS to a large
-// fleet of mostly idle clients, one connection each: per-connection buffers
-// sized for small requests (a write buffer shared between flushes rather
-// than 32 KiB held per connection, an 8 KiB read buffer), no practical
-// limit on streams per connection, and keepalive enforcement that tolerates
-// clients' pings. Pass them to grpc.NewServer along with your own.
+// fleet of mostly idle clients, one connection each: an 8 KiB read buffer
+// per connection (requests are small; grpc-go already shares write buffers
+// between flushes), fixed flow-control windows (which also turns off
+// grpc-go's bandwidth-probing pings), no practical limit on streams per
+// connection, and keepalive enforcement that tolerates clients' pings.
+// Pass them to grpc.NewServer along with your own.
 func GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.SharedWriteBuffer(true),
 		grpc.ReadBufferSize(8 << 10),
+		grpc.InitialWindowSize(1 << 20),
+		grpc.InitialConnWindowSize(1 << 20),
 		grpc.MaxConcurrentStreams(1 << 20),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}

@@ -157,24 +157,34 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 			RemovedResources:  removed,
 		})
 	}
-	var rs []*resource.Resource
+	// Each resource once (S11): keys are names, except that a resource
+	// subscribed by several aliases is held under each. Order is free.
+	var bodies []*anypb.Any
+	var seen map[string]bool
+	if ts.t.URL == resource.VirtualHostType {
+		seen = make(map[string]bool)
+	}
+	add := func(r *resource.Resource) {
+		if seen != nil {
+			if seen[r.Name] {
+				return
+			}
+			seen[r.Name] = true
+		}
+		bodies = append(bodies, st.sotwBody(r))
+	}
 	if ts.t.FullState {
+		bodies = make([]*anypb.Any, 0, len(ts.held))
 		for _, r := range ts.held {
 			if r != nil {
-				rs = append(rs, r)
+				add(r)
 			}
 		}
 	} else {
+		bodies = make([]*anypb.Any, 0, len(w.upserts))
 		for _, it := range w.upserts {
-			rs = append(rs, it.res)
+			add(it.res)
 		}
-	}
-	// By name, once each: keys subscribed by alias share a resource (S11).
-	sort.Slice(rs, func(i, j int) bool { return rs[i].Name < rs[j].Name })
-	rs = slices.CompactFunc(rs, func(a, b *resource.Resource) bool { return a.Name == b.Name })
-	bodies := make([]*anypb.Any, len(rs))
-	for i, r := range rs {
-		bodies[i] = st.sotwBody(r)
 	}
 	return st.sendSotw(&discovery.DiscoveryResponse{
 		VersionInfo: ts.lastVersion,
@@ -240,7 +250,6 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 // name the response also removes gets no "does not exist" entry: the
 // removal says it.
 func deltaResources(t *resource.Type, items []item, removed []string) []*discovery.Resource {
-	sortItems(items)
 	out := make([]*discovery.Resource, 0, len(items))
 	byName := make(map[string]*discovery.Resource, len(items))
 	for _, it := range items {

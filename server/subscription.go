@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -18,6 +20,7 @@ type typeState struct {
 	everNamed bool                // a name (or "*") was sent: the legacy wildcard is over
 	wildcard  bool                // subscribed to every resource of the type
 	names     map[string]struct{} // explicit subscription keys (names or aliases), without "*"
+	lastNames []string            // the latest SotW request's names, as sent
 
 	// What the client holds by our account, by subscription key. A nil
 	// resource means we told the client the key does not exist (D5).
@@ -88,6 +91,10 @@ func (ts *typeState) forget(key string) {
 // setNames replaces the SotW subscription with names (PROTOCOL S7, S8).
 // It returns whether the subscription changed.
 func (ts *typeState) setNames(names []string) bool {
+	if len(names) > 0 && slices.Equal(names, ts.lastNames) {
+		return false // the common case: an ACK repeating the subscription
+	}
+	ts.lastNames = slices.Clone(names)
 	wildcard := false
 	next := make(map[string]struct{}, len(names))
 	for _, n := range names {
@@ -251,6 +258,9 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 // settle records that the work's upserts (and, if withRemovals, its
 // removals) were sent, and keeps what is still to do dirty.
 func (ts *typeState) settle(w work, withRemovals bool) {
+	if len(ts.held) == 0 && len(w.upserts) > 8 {
+		ts.held = make(map[string]*resource.Resource, len(w.upserts)) // the first big response
+	}
 	for _, it := range w.upserts {
 		ts.hold(it.key, it.res)
 	}
