@@ -44,6 +44,8 @@ type Resource struct {
 	// hash is the 64-bit form of Version mixed with Name, used to derive
 	// order-independent versions of sets of resources.
 	hash uint64
+	// wire caches the resource's encodings as a response entry.
+	wire wire
 }
 
 // Option changes how New builds a Resource.

@@ -13,9 +13,12 @@ import (
 // between flushes), fixed flow-control windows (which also turns off
 // grpc-go's bandwidth-probing pings), no practical limit on streams per
 // connection, and keepalive enforcement that tolerates clients' pings.
+// It also installs Codec, which writes responses from the resources' shared
+// encodings instead of marshalling a copy for each stream.
 // Pass them to grpc.NewServer along with your own.
 func GRPCOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
+		grpc.ForceServerCodecV2(Codec{}),
 		grpc.ReadBufferSize(8 << 10),
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(1 << 20),

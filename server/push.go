@@ -149,17 +149,31 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		st.srv.metrics.latency.observe(time.Since(st.publishedAt))
 	}
 	if st.delta {
-		return st.sendDeltaResp(&discovery.DeltaDiscoveryResponse{
+		drs, srcs := deltaResources(ts.t, items, removed)
+		resp := &discovery.DeltaDiscoveryResponse{
 			SystemVersionInfo: ts.lastVersion,
 			TypeUrl:           ts.t.URL,
 			Nonce:             nonce,
-			Resources:         deltaResources(ts.t, items, removed),
+			Resources:         drs,
 			RemovedResources:  removed,
-		})
+		}
+		if st.sendWire == nil {
+			return st.sendDeltaResp(resp)
+		}
+		parts := make([][]byte, len(drs))
+		for i, dr := range drs {
+			if srcs[i] != nil && len(dr.Aliases) == 0 {
+				parts[i] = srcs[i].DeltaField() // shared by every stream
+			} else {
+				parts[i] = entry(dr)
+			}
+		}
+		return st.sendWire(deltaWire(resp, parts))
 	}
 	// Each resource once (S11): keys are names, except that a resource
 	// subscribed by several aliases is held under each. Order is free.
 	var bodies []*anypb.Any
+	var parts [][]byte // the same, pre-encoded, when sending on the wire path
 	var seen map[string]bool
 	if ts.t.URL == resource.VirtualHostType {
 		seen = make(map[string]bool)
@@ -171,27 +185,45 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 			}
 			seen[r.Name] = true
 		}
-		bodies = append(bodies, st.sotwBody(r))
+		body := st.sotwBody(r)
+		bodies = append(bodies, body)
+		if st.sendWire != nil {
+			if body == r.Body {
+				parts = append(parts, r.SotWField()) // shared by every stream
+			} else {
+				parts = append(parts, entry(body))
+			}
+		}
+	}
+	n := len(w.upserts)
+	if ts.t.FullState {
+		n = len(ts.held)
+	}
+	bodies = make([]*anypb.Any, 0, n)
+	if st.sendWire != nil {
+		parts = make([][]byte, 0, n)
 	}
 	if ts.t.FullState {
-		bodies = make([]*anypb.Any, 0, len(ts.held))
 		for _, r := range ts.held {
 			if r != nil {
 				add(r)
 			}
 		}
 	} else {
-		bodies = make([]*anypb.Any, 0, len(w.upserts))
 		for _, it := range w.upserts {
 			add(it.res)
 		}
 	}
-	return st.sendSotw(&discovery.DiscoveryResponse{
+	resp := &discovery.DiscoveryResponse{
 		VersionInfo: ts.lastVersion,
 		Resources:   bodies,
 		TypeUrl:     ts.t.URL,
 		Nonce:       nonce,
-	})
+	}
+	if st.sendWire == nil {
+		return st.sendSotw(resp)
+	}
+	return st.sendWire(sotwWire(resp, parts))
 }
 
 // deltaRemovals splits a delta response's removals: names whose resource
@@ -249,8 +281,12 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 // D7): one entry per resource name, listing every alias the client used. A
 // name the response also removes gets no "does not exist" entry: the
 // removal says it.
-func deltaResources(t *resource.Type, items []item, removed []string) []*discovery.Resource {
+//
+// It also returns, entry by entry, the resource each came from (nil for a
+// "does not exist" entry), whose encoding can be reused.
+func deltaResources(t *resource.Type, items []item, removed []string) ([]*discovery.Resource, []*resource.Resource) {
 	out := make([]*discovery.Resource, 0, len(items))
+	src := make([]*resource.Resource, 0, len(items))
 	byName := make(map[string]*discovery.Resource, len(items))
 	for _, it := range items {
 		if it.res == nil {
@@ -261,7 +297,7 @@ func deltaResources(t *resource.Type, items []item, removed []string) []*discove
 			if t.URL == resource.VirtualHostType {
 				dr.Aliases = []string{it.key}
 			}
-			out = append(out, dr)
+			out, src = append(out, dr), append(src, nil)
 			continue
 		}
 		dr := byName[it.res.Name]
@@ -271,11 +307,11 @@ func deltaResources(t *resource.Type, items []item, removed []string) []*discove
 				dr.Ttl = durationpb.New(it.res.TTL)
 			}
 			byName[it.res.Name] = dr
-			out = append(out, dr)
+			out, src = append(out, dr), append(src, it.res)
 		}
 		if it.alias {
 			dr.Aliases = append(dr.Aliases, it.key)
 		}
 	}
-	return out
+	return out, src
 }

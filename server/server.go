@@ -111,14 +111,14 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 // serveSotw runs a SotW stream; only is nil for ADS.
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st := s.newStream(false, only)
-	st.sendSotw = gs.Send
+	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
 	return run(gs.Context(), st, gs.Recv, st.handleSotw)
 }
 
 // serveDelta runs an incremental stream; only is nil for ADS.
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
-	st.sendDeltaResp = gs.Send
+	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	return run(gs.Context(), st, gs.Recv, st.handleDelta)
 }
 

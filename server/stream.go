@@ -39,6 +39,9 @@ type stream struct {
 	status        *streamStatus
 	sendSotw      func(*discovery.DiscoveryResponse) error
 	sendDeltaResp func(*discovery.DeltaDiscoveryResponse) error
+	// sendWire, when set, sends a response assembled from pre-encoded
+	// parts (a *wireResponse) instead of a message.
+	sendWire func(any) error
 }
 
 // run is the stream's owner loop: one goroutine receives requests and hands

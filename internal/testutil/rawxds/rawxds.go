@@ -43,7 +43,7 @@ func Start(t testing.TB, c *cache.Cache, cfg server.Config) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(server.GRPCOptions()...) // the production path: pre-encoded responses
 	srv := server.New(c, cfg)
 	srv.Register(gs)
 	done := make(chan struct{})

@@ -1,0 +1,111 @@
+package server
+
+import (
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	gproto "google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+)
+
+// Field numbers of DiscoveryResponse and DeltaDiscoveryResponse written by
+// hand (the resources field, 2, comes pre-encoded from each Resource).
+const (
+	sotwVersionField  = 1 // version_info
+	sotwTypeURLField  = 4 // type_url
+	sotwNonceField    = 5 // nonce
+	deltaVersionField = 1 // system_version_info
+	deltaTypeURLField = 4 // type_url
+	deltaNonceField   = 5 // nonce
+	deltaRemovedField = 6 // removed_resources
+)
+
+// wireResponse is a response assembled from pre-encoded parts: a small
+// per-stream header and resource entries whose bytes every stream shares.
+// With the Codec installed (see GRPCOptions) gRPC writes the parts as they
+// are; with any other codec it is marshalled through ProtoReflect, from the
+// equivalent message.
+type wireResponse struct {
+	header []byte   // version, type URL, nonce, removed names
+	parts  [][]byte // pre-encoded resources entries
+	msg    interface{ ProtoReflect() protoreflect.Message }
+}
+
+// ProtoReflect makes a wireResponse a proto.Message for codecs other than
+// ours: it reflects the equivalent generated message.
+func (w *wireResponse) ProtoReflect() protoreflect.Message { return w.msg.ProtoReflect() }
+
+func (w *wireResponse) buffers() mem.BufferSlice {
+	bs := make(mem.BufferSlice, 0, 1+len(w.parts))
+	bs = append(bs, mem.SliceBuffer(w.header))
+	for _, p := range w.parts {
+		bs = append(bs, mem.SliceBuffer(p))
+	}
+	return bs
+}
+
+// sotwWire assembles a SotW response around pre-encoded resource entries;
+// resp is the same response as a message (without copying the entries).
+func sotwWire(resp *discovery.DiscoveryResponse, parts [][]byte) *wireResponse {
+	h := appendString(nil, sotwVersionField, resp.VersionInfo)
+	h = appendString(h, sotwTypeURLField, resp.TypeUrl)
+	h = appendString(h, sotwNonceField, resp.Nonce)
+	return &wireResponse{header: h, parts: parts, msg: resp}
+}
+
+// deltaWire assembles an incremental response: parts are the encoded
+// entries of resp.Resources, in the same order.
+func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte) *wireResponse {
+	h := appendString(nil, deltaVersionField, resp.SystemVersionInfo)
+	h = appendString(h, deltaTypeURLField, resp.TypeUrl)
+	h = appendString(h, deltaNonceField, resp.Nonce)
+	for _, n := range resp.RemovedResources {
+		h = protowire.AppendTag(h, deltaRemovedField, protowire.BytesType)
+		h = protowire.AppendString(h, n)
+	}
+	return &wireResponse{header: h, parts: parts, msg: resp}
+}
+
+// entry encodes m as one entry of a response's resources field, for the
+// parts that are particular to a stream (TTL wrappers, aliases, notices).
+func entry(m gproto.Message) []byte {
+	b, err := gproto.Marshal(m)
+	if err != nil {
+		panic("server: encoding a response entry: " + err.Error()) // built from valid messages
+	}
+	out := protowire.AppendTag(make([]byte, 0, len(b)+8), 2, protowire.BytesType)
+	out = protowire.AppendVarint(out, uint64(len(b)))
+	return append(out, b...)
+}
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+// Codec is grpc-go's proto codec, except that it writes xdsd's responses
+// from their shared pre-encoded parts instead of marshalling a copy per
+// stream. Install it on the gRPC server with grpc.ForceServerCodecV2 (as
+// GRPCOptions does); without it responses are marshalled as usual.
+type Codec struct{}
+
+var protoCodec = encoding.GetCodecV2(proto.Name)
+
+// Marshal encodes v.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
+	if w, ok := v.(*wireResponse); ok {
+		return w.buffers(), nil
+	}
+	return protoCodec.Marshal(v)
+}
+
+// Unmarshal decodes data into v.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec.Unmarshal(data, v) }
+
+// Name is "proto": the content type does not change.
+func (Codec) Name() string { return proto.Name }
