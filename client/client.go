@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -72,6 +73,34 @@ type Config struct {
 	// and the last valid resources stay in force (C1). It is called on a
 	// stream's goroutine and must not block; msg must not be modified.
 	Validate func(typeURL, name string, msg proto.Message) error
+
+	// LegacyWildcard sends a SotW subscription to nothing but the
+	// wildcard as an empty resource_names list, the legacy form of the
+	// wildcard (PROTOCOL S8), instead of "*", for as long as the stream
+	// has asked for nothing else. Some servers, such as go-control-plane
+	// v0.14's SotW snapshot cache, take "*" for a resource name. Delta is
+	// unaffected.
+	LegacyWildcard bool
+
+	// REST is the base URL of a REST-JSON xDS server, such as
+	// "http://127.0.0.1:18001" (C8, PROTOCOL T4). When set, the client
+	// polls POST <REST>/v3/discovery:<type> for each type watched instead
+	// of opening gRPC streams; Server, Transport and DialOptions are
+	// ignored, and ADS and Delta must be false. See resttransport.
+	REST string
+	// HTTPClient is the HTTP client of REST polling. Nil means a client of
+	// the client's own, whose idle connections Close closes.
+	HTTPClient *http.Client
+	// File is the path of a file holding a DiscoveryResponse in YAML
+	// (.yaml, .yml), JSON (.json), binary proto (.pb) or proto text
+	// (.pb_text, .txt) (C7, PROTOCOL T5). When set, the client watches
+	// that file instead of a server: it delivers the file's resources
+	// and every atomic replacement of it; a file that cannot be read or
+	// decoded, or that Validate rejects, leaves the last valid resources
+	// in force and is reported to OnError. There is no ACK or NACK on
+	// this path. Server, Transport, DialOptions, REST and ADS are
+	// ignored, and Delta must be false.
+	File string
 }
 
 // DefaultBackoff is the backoff used when Config.Backoff is nil: a random
@@ -103,6 +132,9 @@ type Client struct {
 // New returns a Client for cfg. It builds the transport but opens no
 // stream until the first Watch.
 func New(cfg Config) (*Client, error) {
+	if err := cfg.useSource(); err != nil {
+		return nil, err
+	}
 	if cfg.Server == "" && cfg.Transport == nil {
 		return nil, errors.New("client: Config.Server is empty")
 	}

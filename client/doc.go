@@ -17,6 +17,11 @@
 //     seen, delta with initial_resource_versions and every name watched.
 //   - C6: a resource with a TTL is deleted when neither an update nor a
 //     heartbeat refreshes it in time.
+//   - C7: with Config.File, the client watches a file holding a
+//     DiscoveryResponse in any of fileout's four encodings instead of a
+//     server, and keeps the last valid content.
+//   - C8: with Config.REST, the client long-polls a REST-JSON server
+//     (package resttransport) instead of opening gRPC streams.
 //
 // The client core does not speak gRPC itself: it sends and receives encoded
 // messages through a transport.Transport (see package transport); package

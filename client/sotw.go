@@ -28,10 +28,15 @@ func (s *stream) sendSotW(ts *typeState, nack error) {
 		// Resuming (C5) without some resources of version: ask for all.
 		version = ""
 	}
+	ts.onlyWildcard = ts.onlyWildcard && len(names) == 1 && names[0] == "*"
+	wire := names
+	if ts.onlyWildcard && s.c.cfg.LegacyWildcard {
+		wire = nil // the legacy wildcard (PROTOCOL S8)
+	}
 	s.send(func(first bool) ([]byte, error) {
 		req := &discovery.DiscoveryRequest{
 			VersionInfo:   version,
-			ResourceNames: names,
+			ResourceNames: wire,
 			TypeUrl:       ts.info.url,
 			ResponseNonce: ts.nonce,
 		}

@@ -19,6 +19,9 @@ type typeState struct {
 	version   string   // last accepted version_info; kept across streams (C5)
 	nonce     string   // latest response nonce on the current stream
 	sentNames []string // names of the latest request on the current stream; nil: none sent
+	// onlyWildcard: every request of the current stream named nothing
+	// but "*" (Config.LegacyWildcard).
+	onlyWildcard bool
 	// lost holds the names dropped by the client itself (TTL expiry,
 	// dependent deletion) and not received since: while any is, the
 	// client no longer holds version, and resumes with no version.
@@ -42,11 +45,12 @@ type resState struct {
 }
 
 func newTypeState(ti *typeInfo) *typeState {
-	return &typeState{info: ti, wildcard: make(map[*watch]bool), res: make(map[string]*resState), lost: make(map[string]bool)}
+	return &typeState{info: ti, wildcard: make(map[*watch]bool), res: make(map[string]*resState), lost: make(map[string]bool), onlyWildcard: true}
 }
 
 func (ts *typeState) resetConn() {
 	ts.nonce, ts.sentNames, ts.sentSet = "", nil, nil
+	ts.onlyWildcard = true
 }
 
 // names returns the names the type subscribes to, sorted, "*" included.

@@ -109,6 +109,10 @@ func (s *stream) run(ctx context.Context) {
 		case <-backoff:
 			backoff = nil
 		case r := <-recv:
+			if isUnusable(r.err) { // a file that cannot be used (C7)
+				s.reportUnusable(r.err)
+				break
+			}
 			if r.err == nil {
 				s.conn.received = true
 				s.outageReported = false
@@ -174,7 +178,7 @@ func (cn *conn) receive(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		if err != nil {
+		if err != nil && !isUnusable(err) {
 			return
 		}
 	}

@@ -18,7 +18,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
+
+	"github.com/xdsd/xdsd/server"
 )
 
 // serveFlags are the flags shared by the serve-* subcommands.
@@ -60,11 +61,9 @@ func serveUnderTest(sf serveFlags, register func(*grpc.Server), change changer, 
 		fmt.Fprintln(stderr, "xdsbench:", err)
 		return 1
 	}
-	// The options of xdsd serve (internal/daemon), for every server.
-	gs := grpc.NewServer(
-		grpc.MaxConcurrentStreams(1<<20),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	)
+	// The options of xdsd serve (internal/daemon), for every server: the
+	// codec only changes how xdsd's own responses are written.
+	gs := grpc.NewServer(server.GRPCOptions()...)
 	register(gs)
 
 	var mu sync.Mutex // one change at a time

@@ -1,0 +1,195 @@
+package client_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/fileout"
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// newFileClient returns a client of the file at path, closed when the
+// test ends.
+func newFileClient(t *testing.T, path string, edit func(*client.Config)) *client.Client {
+	t.Helper()
+	cfg := client.Config{File: path, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
+	if edit != nil {
+		edit(&cfg)
+	}
+	c, err := client.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// replace writes data to path atomically, as a management server would.
+func replace(t *testing.T, path string, data string) {
+	t.Helper()
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-"+filepath.Base(path))
+	if err := os.WriteFile(tmp, []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterYAML is a hand-written CDS response with one cluster.
+func clusterYAML(version, name string) string {
+	return `version_info: "` + version + `"
+type_url: type.googleapis.com/envoy.config.cluster.v3.Cluster
+resources:
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: ` + name + `
+  type: EDS
+  eds_cluster_config:
+    eds_config:
+      ads: {}
+`
+}
+
+func TestFile(t *testing.T) {
+	eType := resource.Lookup(eds)
+	for _, enc := range fileout.Encodings {
+		t.Run("C7_reads_"+string(enc)+"_and_picks_up_replacements", func(t *testing.T) {
+			w, err := fileout.New(t.TempDir(), string(enc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Endpoints("a", 1))); err != nil {
+				t.Fatal(err)
+			}
+			c := newFileClient(t, w.Path(eType), nil)
+			r := newRecorder()
+			defer c.Watch(eds, "a", r)()
+			if u := r.wantUpdate(t, "a"); port(u) != 1 || u.Version == "" {
+				t.Fatalf("update %+v, want port 1 with the file's version", u)
+			}
+			if _, err := w.Write(cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Endpoints("a", 2))); err != nil {
+				t.Fatal(err)
+			}
+			if u := r.wantUpdate(t, "a"); port(u) != 2 {
+				t.Fatalf("port %d, want 2", port(u))
+			}
+		})
+	}
+
+	t.Run("C7_hand_written_yaml_with_full_state_deletion", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "cds.yaml")
+		replace(t, path, clusterYAML("1", "a"))
+		c := newFileClient(t, path, nil)
+		r := newRecorder()
+		defer c.Watch(cds, "*", r)()
+		if u := r.wantUpdate(t, "a"); u.Version != "1" {
+			t.Fatalf("version %q, want 1", u.Version)
+		}
+		replace(t, path, clusterYAML("2", "b"))
+		// C3: a full-state type's missing cluster is deleted.
+		got := map[string]string{}
+		for range 2 {
+			e := r.next(t)
+			got[e.name] = e.kind
+		}
+		if got["a"] != "dne" || got["b"] != "update" {
+			t.Fatalf("events %v, want a deleted and b updated", got)
+		}
+	})
+
+	t.Run("C7_invalid_file_keeps_last_valid", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "cds.yaml")
+		replace(t, path, clusterYAML("1", "a"))
+		c := newFileClient(t, path, nil)
+		r := newRecorder()
+		defer c.Watch(cds, "*", r)()
+		r.wantUpdate(t, "a")
+		replace(t, path, "version_info: [not a response")
+		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
+		if !strings.Contains(e.err.Error(), path) {
+			t.Fatalf("error %v does not name the file", e.err)
+		}
+		r.noneYet(t)
+		// A later watcher still gets the last valid content.
+		r2 := newRecorder()
+		defer c.Watch(cds, "a", r2)()
+		r2.wantUpdate(t, "a")
+		replace(t, path, clusterYAML("2", "a")+"  connect_timeout: 3s\n")
+		if u := r.wantUpdate(t, "a"); u.Version != "2" {
+			t.Fatalf("version %q, want 2", u.Version)
+		}
+	})
+
+	t.Run("C7_C1_rejected_file_keeps_last_valid", func(t *testing.T) {
+		w, err := fileout.New(t.TempDir(), "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 1))); err != nil {
+			t.Fatal(err)
+		}
+		c := newFileClient(t, w.Path(eType), func(c *client.Config) { c.Validate = rejectPort(2) })
+		r := newRecorder()
+		defer c.Watch(eds, "a", r)()
+		r.wantUpdate(t, "a")
+		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 2))); err != nil {
+			t.Fatal(err)
+		}
+		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
+		if !strings.Contains(e.err.Error(), "port 2 rejected") {
+			t.Fatalf("error %v, want the validation error", e.err)
+		}
+		r.noneYet(t)
+		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 3))); err != nil {
+			t.Fatal(err)
+		}
+		if u := r.wantUpdate(t, "a"); port(u) != 3 {
+			t.Fatalf("port %d, want 3", port(u))
+		}
+	})
+
+	t.Run("C7_missing_file_then_created", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "cds.pb_text")
+		c := newFileClient(t, path, nil)
+		r := newRecorder()
+		defer c.Watch(cds, "a", r)()
+		r.waitFor(t, "error", func(e event) bool { return e.kind == "error" && strings.Contains(e.err.Error(), "no such file") })
+		text := `version_info: "7"
+type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster"
+resources: {
+  [type.googleapis.com/envoy.config.cluster.v3.Cluster]: { name: "a" }
+}
+`
+		replace(t, path, text)
+		if u := r.wantUpdate(t, "a"); u.Version != "7" {
+			t.Fatalf("version %q, want 7", u.Version)
+		}
+	})
+
+	t.Run("C7_C4_name_not_in_file_does_not_exist", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "cds.yaml")
+		replace(t, path, clusterYAML("1", "a"))
+		c := newFileClient(t, path, func(c *client.Config) { c.WatchExpiry = 50 * time.Millisecond })
+		r := newRecorder()
+		defer c.Watch(cds, "b", r)()
+		r.wantDNE(t, "b")
+	})
+
+	t.Run("C7_config_errors", func(t *testing.T) {
+		for _, cfg := range []client.Config{
+			{File: "x.yaml", Delta: true},
+			{File: "x.conf"},
+		} {
+			if c, err := client.New(cfg); err == nil {
+				c.Close()
+				t.Errorf("New(%+v) succeeded, want an error", cfg)
+			}
+		}
+	})
+}
