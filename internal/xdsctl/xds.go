@@ -170,6 +170,9 @@ func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*s
 		ADS:         f.ads,
 		Delta:       f.delta,
 		WatchExpiry: expiry,
+		// An empty list means wildcard to every server (go-control-plane's
+		// snapshot cache takes an explicit "*" for a name).
+		LegacyWildcard: true,
 	})
 	if err != nil {
 		return nil, err
