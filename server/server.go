@@ -112,7 +112,11 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st := s.newStream(false, only)
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
-	return run(gs.Context(), st, gs.Recv, st.handleSotw)
+	recv := func() (*sotwRequest, error) {
+		r := new(sotwRequest)
+		return r, gs.RecvMsg(r)
+	}
+	return run(gs.Context(), st, recv, st.handleSotwWire)
 }
 
 // serveDelta runs an incremental stream; only is nil for ADS.

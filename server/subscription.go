@@ -21,6 +21,8 @@ type typeState struct {
 	wildcard  bool                // subscribed to every resource of the type
 	names     map[string]struct{} // explicit subscription keys (names or aliases), without "*"
 	lastNames []string            // the latest SotW request's names, as sent
+	// namesDigest identifies lastNames's encoding (see sotwRequest).
+	namesDigest namesDigest
 
 	// What the client holds by our account, by subscription key. A nil
 	// resource means we told the client the key does not exist (D5).

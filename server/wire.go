@@ -104,8 +104,15 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec.Marshal(v)
 }
 
-// Unmarshal decodes data into v.
-func (Codec) Unmarshal(data mem.BufferSlice, v any) error { return protoCodec.Unmarshal(data, v) }
+// Unmarshal decodes data into v; a SotW request keeps its bytes, for the
+// stream to decode (see sotwRequest).
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
+	if r, ok := v.(*sotwRequest); ok {
+		r.raw = data.Materialize()
+		return nil
+	}
+	return protoCodec.Unmarshal(data, v)
+}
 
 // Name is "proto": the content type does not change.
 func (Codec) Name() string { return proto.Name }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -62,5 +63,34 @@ func check(t *testing.T, w *wireResponse, want, got proto.Message) {
 	fresh := want.ProtoReflect().New().Interface()
 	if err := proto.Unmarshal(b, fresh); err != nil || !proto.Equal(fresh, want) {
 		t.Fatalf("fallback marshalling: %v, %v", err, fresh)
+	}
+}
+
+func TestRawRequestDecodesLikeProto(t *testing.T) {
+	req := &discovery.DiscoveryRequest{VersionInfo: "v", TypeUrl: resource.EndpointType, ResponseNonce: "3",
+		ResourceNames: []string{"a", "b", "a"}, Node: &corev3.Node{Id: "n"}}
+	raw, err := proto.Marshal(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &sotwRequest{raw: raw}
+	d, names, err := r.decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.msg.ResourceNames, err = names(); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(&r.msg, req) || d.count != 3 {
+		t.Fatalf("decoded %v (%d names), want %v", &r.msg, d.count, req)
+	}
+	// The digest tells lists apart by their encoding.
+	other := proto.Clone(req).(*discovery.DiscoveryRequest)
+	other.ResourceNames = []string{"a", "b", "c"}
+	raw2, _ := proto.Marshal(other)
+	d2, _, _ := (&sotwRequest{raw: raw2}).decode()
+	same, _, _ := (&sotwRequest{raw: raw}).decode()
+	if d2 == d || same != d {
+		t.Fatal("digests do not follow the names")
 	}
 }

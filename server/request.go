@@ -1,0 +1,133 @@
+package server
+
+import (
+	"errors"
+	"hash/maphash"
+	"slices"
+	"unicode/utf8"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/xdsd/xdsd/resource"
+)
+
+// Field number of resource_names in DiscoveryRequest.
+const requestNamesField = 3
+
+// sotwRequest receives a SotW DiscoveryRequest. With Codec installed it
+// keeps the encoded bytes, so that the subscription list an ACK repeats
+// (often thousands of names) need not be decoded again; with any other
+// codec it is decoded into msg as usual.
+type sotwRequest struct {
+	msg discovery.DiscoveryRequest
+	raw []byte // set by Codec instead of decoding
+}
+
+// ProtoReflect lets codecs other than ours decode into msg.
+func (r *sotwRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
+
+// namesDigest identifies a resource_names list by its encoding.
+type namesDigest struct {
+	hash  uint64
+	count int
+}
+
+var digestSeed = maphash.MakeSeed()
+
+// decode fills r.msg from r.raw, except resource_names, and returns the
+// digest of the names' encoding and a function that decodes them.
+func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
+	var d namesDigest
+	if r.raw == nil {
+		return d, func() ([]string, error) { return r.msg.ResourceNames, nil }, nil
+	}
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	rest := make([]byte, 0, 256)
+	b := r.raw
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return d, nil, protowire.ParseError(n)
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return d, nil, protowire.ParseError(m)
+		}
+		if num == requestNamesField && typ == protowire.BytesType {
+			h.Write(b[:n+m])
+			d.count++
+		} else {
+			rest = append(rest, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	d.hash = h.Sum64()
+	if err := proto.Unmarshal(rest, &r.msg); err != nil {
+		return d, nil, err
+	}
+	names := func() ([]string, error) {
+		out := make([]string, 0, d.count)
+		for b := r.raw; len(b) > 0; {
+			num, typ, n := protowire.ConsumeTag(b)
+			m := protowire.ConsumeFieldValue(num, typ, b[n:])
+			if num == requestNamesField && typ == protowire.BytesType {
+				v, _ := protowire.ConsumeBytes(b[n:])
+				if !utf8.Valid(v) {
+					return nil, errors.New("resource_names: invalid UTF-8")
+				}
+				out = append(out, string(v))
+			}
+			b = b[n+m:]
+		}
+		return out, nil
+	}
+	return d, names, nil
+}
+
+// handleSotwWire applies a request received as a sotwRequest: a name list
+// identical to the type's previous one is taken as it stands.
+func (st *stream) handleSotwWire(r *sotwRequest) error {
+	d, names, err := r.decode()
+	if err != nil {
+		return errInvalidRequest(err)
+	}
+	if r.raw == nil {
+		return st.handleSotw(&r.msg)
+	}
+	var ts *typeState
+	if t := resource.Lookup(r.msg.GetTypeUrl()); t != nil {
+		ts = st.types[t]
+	} else if st.only != nil && r.msg.GetTypeUrl() == "" {
+		ts = st.types[st.only]
+	}
+	if ts != nil && ts.lastNames != nil && ts.namesDigest == d {
+		r.msg.ResourceNames = ts.lastNames
+	} else if r.msg.ResourceNames, err = names(); err != nil {
+		return errInvalidRequest(err)
+	}
+	if err := st.handleSotw(&r.msg); err != nil {
+		return err
+	}
+	if ts == nil {
+		if t, _ := st.typeOf(r.msg.GetTypeUrl()); t != nil {
+			ts = st.types[t]
+		}
+	}
+	if ts != nil && slices.Equal(ts.lastNames, r.msg.ResourceNames) {
+		ts.namesDigest = d
+	}
+	return nil
+}
+
+// errInvalidRequest is the error that ends a stream sent an undecodable
+// request: the code grpc-go gives when its own codec cannot decode one, so
+// every variant answers garbage alike.
+func errInvalidRequest(err error) error {
+	return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
+}
