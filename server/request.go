@@ -50,22 +50,39 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 	h.SetSeed(digestSeed)
 	rest := make([]byte, 0, 256)
 	b := r.raw
+	var runStart []byte // where the current run of names began
+	run := 0            // its length
 	for len(b) > 0 {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return d, nil, protowire.ParseError(n)
 		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		var m int
+		if typ == protowire.BytesType {
+			_, m = protowire.ConsumeBytes(b[n:])
+		} else {
+			m = protowire.ConsumeFieldValue(num, typ, b[n:])
+		}
 		if m < 0 {
 			return d, nil, protowire.ParseError(m)
 		}
 		if num == requestNamesField && typ == protowire.BytesType {
-			h.Write(b[:n+m])
+			if run == 0 {
+				runStart = b
+			}
+			run += n + m // names usually come in one run: hashed in one write
 			d.count++
 		} else {
+			if run > 0 {
+				h.Write(runStart[:run])
+				run = 0
+			}
 			rest = append(rest, b[:n+m]...)
 		}
 		b = b[n+m:]
+	}
+	if run > 0 {
+		h.Write(runStart[:run])
 	}
 	d.hash = h.Sum64()
 	if err := proto.Unmarshal(rest, &r.msg); err != nil {
