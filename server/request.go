@@ -16,8 +16,11 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// Field number of resource_names in DiscoveryRequest.
-const requestNamesField = 3
+// Field number of resource_names in DiscoveryRequest, and its tag byte.
+const (
+	requestNamesField = 3
+	namesTag          = requestNamesField<<3 | byte(protowire.BytesType)
+)
 
 // sotwRequest receives a SotW DiscoveryRequest. With Codec installed it
 // keeps the encoded bytes, so that the subscription list an ACK repeats
@@ -53,6 +56,23 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 	var runStart []byte // where the current run of names began
 	run := 0            // its length
 	for len(b) > 0 {
+		if b[0] == namesTag {
+			// A run of names, skipped at the cost of one varint each.
+			if run == 0 {
+				runStart = b
+			}
+			for len(b) > 0 && b[0] == namesTag {
+				l, n := protowire.ConsumeVarint(b[1:])
+				if n < 0 || uint64(len(b)-1-n) < l {
+					return d, nil, errors.New("resource_names: truncated")
+				}
+				size := 1 + n + int(l)
+				run += size
+				d.count++
+				b = b[size:]
+			}
+			continue
+		}
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return d, nil, protowire.ParseError(n)
@@ -125,7 +145,9 @@ func (st *stream) handleSotwWire(r *sotwRequest) error {
 	}
 	if ts != nil && ts.lastNames != nil && ts.namesDigest == d {
 		r.msg.ResourceNames = ts.lastNames
-	} else if r.msg.ResourceNames, err = names(); err != nil {
+		return st.handleSotw(&r.msg) // same list: setNames sees it is the same slice
+	}
+	if r.msg.ResourceNames, err = names(); err != nil {
 		return errInvalidRequest(err)
 	}
 	if err := st.handleSotw(&r.msg); err != nil {

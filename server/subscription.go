@@ -93,7 +93,8 @@ func (ts *typeState) forget(key string) {
 // setNames replaces the SotW subscription with names (PROTOCOL S7, S8).
 // It returns whether the subscription changed.
 func (ts *typeState) setNames(names []string) bool {
-	if len(names) > 0 && slices.Equal(names, ts.lastNames) {
+	if len(names) > 0 && len(names) == len(ts.lastNames) &&
+		(&names[0] == &ts.lastNames[0] || slices.Equal(names, ts.lastNames)) {
 		return false // the common case: an ACK repeating the subscription
 	}
 	ts.lastNames = slices.Clone(names)

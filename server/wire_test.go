@@ -94,3 +94,34 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 		t.Fatal("digests do not follow the names")
 	}
 }
+
+// FuzzRawRequest checks the raw request scanner against proto.Unmarshal:
+// the same bytes must decode to the same request, or fail in both.
+func FuzzRawRequest(f *testing.F) {
+	for _, req := range []*discovery.DiscoveryRequest{
+		{},
+		{TypeUrl: resource.ClusterType, ResourceNames: []string{"a", "*", "b"}, VersionInfo: "v", ResponseNonce: "1"},
+		{Node: &corev3.Node{Id: "n"}, ResourceNames: []string{"x"}, TypeUrl: resource.EndpointType},
+	} {
+		b, _ := proto.Marshal(req)
+		f.Add(b)
+	}
+	f.Add([]byte{0x1a, 0x02, 0xff, 0xfe}) // invalid UTF-8 name
+	f.Add([]byte{0x1a, 0x05, 'a'})        // truncated name
+	f.Add([]byte{0x18, 0x01, 0x1a, 0x00}) // field 3 as a varint, then an empty name
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want discovery.DiscoveryRequest
+		wantErr := proto.Unmarshal(data, &want)
+		r := &sotwRequest{raw: data}
+		_, names, err := r.decode()
+		if err == nil {
+			r.msg.ResourceNames, err = names()
+		}
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("scanner error %v, proto.Unmarshal error %v", err, wantErr)
+		}
+		if err == nil && !proto.Equal(&r.msg, &want) {
+			t.Fatalf("scanner decoded %v, proto.Unmarshal %v", &r.msg, &want)
+		}
+	})
+}
