@@ -73,21 +73,24 @@ type Addrs struct {
 	REST  string
 }
 
-// Daemon is a running xdsd. Fields are set by Run.
+// Daemon is a running xdsd, made by Run.
 type Daemon struct {
+	// Read-only once Run has started serving.
 	opts   Options
 	log    *slog.Logger
 	cache  *cache.Cache
 	server *server.Server
+	writer *fileout.Writer // nil without WriteDir; used by the config goroutine only
 
-	writer    *fileout.Writer // nil without WriteDir
-	loaded    atomic.Bool     // a configuration has been published
-	mu        sync.Mutex      // guards lastErr, lastErrAt, reloads
+	loaded atomic.Bool // a configuration has been published
+
+	mu        sync.Mutex // guards the fields below: written by the config goroutine, read by admin
 	lastErr   error
 	lastErrAt time.Time
 	reloads   reloadCounts
 }
 
+// reloadCounts counts configuration loads by result.
 type reloadCounts struct{ ok, failed uint64 }
 
 // Run serves until ctx is done, then shuts down gracefully.
