@@ -29,6 +29,10 @@ type typeState struct {
 	held map[string]*resource.Resource
 	xor  uint64 // XOR of the hashes of held resources: the set version
 	ttls int    // number of held resources with a TTL
+	// dropped holds, for SotW Listener/Cluster, resources the client
+	// unsubscribed from since its last full-state response: it may still
+	// hold them, so they count as held if it subscribes to them again.
+	dropped map[string]*resource.Resource
 
 	// Outstanding response.
 	nonce   string // latest nonce sent for this type, "" if none
@@ -47,6 +51,15 @@ type typeState struct {
 	// resend holds newly subscribed keys that are sent even if the client
 	// holds them at the current version (S10, D8).
 	resend map[string]struct{}
+}
+
+// drop remembers that the client may still hold r under key although it
+// no longer subscribes to it.
+func (ts *typeState) drop(key string, r *resource.Resource) {
+	if ts.dropped == nil {
+		ts.dropped = make(map[string]*resource.Resource)
+	}
+	ts.dropped[key] = r
 }
 
 // markResend records that key is to be sent again.
@@ -199,9 +212,19 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 		_, named := ts.names[key]
 		inScope := named || (ts.wildcard && r != nil && !alias)
 		held, has := ts.held[key]
+		if d, ok := ts.dropped[key]; ok && !has {
+			held, has = d, true
+			if inScope { // subscribed again: it is held, as far as we know
+				ts.hold(key, d)
+				delete(ts.dropped, key)
+			}
+		}
 		_, again := ts.resend[key]
 		switch {
 		case !inScope && !ts.wildcard:
+			if held != nil && !delta && ts.t.FullState {
+				ts.drop(key, held)
+			}
 			ts.forget(key)
 			delete(ts.resend, key)
 		case !inScope:
@@ -242,6 +265,9 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 		for k := range ts.resend {
 			visit(k)
 		}
+		for k := range ts.dropped {
+			visit(k)
+		}
 		if ts.wildcard {
 			snap.Each(ts.t, func(r *resource.Resource) { visit(r.Name) })
 		}
@@ -270,6 +296,9 @@ func (ts *typeState) settle(w work, withRemovals bool) {
 	ts.reeval = false
 	ts.dirty = nil
 	ts.resend = nil
+	if ts.t.FullState {
+		ts.dropped = nil // the response states the full state
+	}
 	if withRemovals {
 		for _, k := range w.removals {
 			if _, named := ts.names[k]; named {
