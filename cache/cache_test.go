@@ -1,6 +1,8 @@
 package cache_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -41,9 +43,10 @@ func TestPublishReachesWatchersOfAGroupWithoutSnapshot(t *testing.T) {
 	if !kicked(w) {
 		t.Fatal("watcher not woken by the first snapshot")
 	}
-	snap, dirty, _ := w.Take()
-	if snap.Get(resource.Lookup(resource.ClusterType), "a") == nil || !dirty[resource.Lookup(resource.ClusterType)].Has("a") {
-		t.Fatalf("watcher sees %v, dirty %v", snap, dirty)
+	snap, pending, _ := w.Take()
+	cds := resource.Lookup(resource.ClusterType)
+	if snap.Get(cds, "a") == nil || len(pending.Changes) != 1 || !slices.Contains(pending.Changes[0][cds], "a") {
+		t.Fatalf("watcher sees %v, pending %v", snap, pending)
 	}
 }
 
@@ -89,5 +92,17 @@ func TestOnDemandBuildWakesWaitingWatchers(t *testing.T) {
 	}
 	if snap, _, _ := early.Take(); snap == nil {
 		t.Fatal("no snapshot after the wake-up")
+	}
+}
+
+func TestWatcherBoundsPendingPublications(t *testing.T) {
+	c := cache.New(nil)
+	w := c.Watch(&corev3.Node{})
+	defer w.Close()
+	for i := range 40 {
+		c.SetSnapshot("", cache.MustSnapshot(cluster(fmt.Sprint("c", i))))
+	}
+	if _, pending, _ := w.Take(); !pending.All || pending.Changes != nil {
+		t.Fatalf("a watcher that does not look kept %d change sets", len(pending.Changes))
 	}
 }

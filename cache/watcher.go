@@ -5,68 +5,50 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
-	"github.com/xdsd/xdsd/resource"
 )
 
-// dirtyAllThreshold is the number of changed keys of one type beyond which a
-// watcher stops listing names and marks the whole type changed.
-const dirtyAllThreshold = 512
+// maxPending is the number of publications a watcher lists before it
+// stops listing them and reports "everything may have changed" (a stream
+// that is slow to look, say one blocked sending to a slow client).
+const maxPending = 16
 
-// Watcher is one stream's view of its group: the latest snapshot and the
-// keys that changed since the stream last looked. The cache writes to it
-// without blocking; the stream reads it from its own goroutine.
+// Watcher is one stream's view of its group: the latest snapshot and what
+// changed since the stream last looked. The cache writes to it without
+// blocking; the stream reads it from its own goroutine.
 type Watcher struct {
 	cache *Cache       // read-only after Watch
 	node  *corev3.Node // read-only after Watch
 	group string       // guarded by cache.mu
 	kick  chan struct{}
 
-	mu    sync.Mutex // guards the fields below
-	snap  *Snapshot
-	at    time.Time // when snap was published
-	dirty map[*resource.Type]*Dirty
+	mu      sync.Mutex // guards the fields below
+	snap    *Snapshot
+	at      time.Time // when the oldest untaken publication was made
+	pending Pending
 }
 
-// Dirty is the set of keys of one type that changed; All means "assume
-// every key changed".
-type Dirty struct {
-	All  bool
-	Keys map[string]struct{}
-}
-
-// Has reports whether key is marked.
-func (d *Dirty) Has(key string) bool {
-	if d == nil {
-		return false
-	}
-	if d.All {
-		return true
-	}
-	_, ok := d.Keys[key]
-	return ok
-}
-
-// Group returns the name of the watcher's group.
-func (w *Watcher) Group() string {
-	w.cache.mu.Lock()
-	defer w.cache.mu.Unlock()
-	return w.group
+// Pending is what changed since a watcher was last looked at: the change
+// sets of the publications since then, shared with every other watcher of
+// the group (read-only), or All when every key of every type is to be
+// re-evaluated.
+type Pending struct {
+	All     bool
+	Changes []Changes
 }
 
 // Kick is signalled (capacity one, coalescing) when a new snapshot arrives.
 func (w *Watcher) Kick() <-chan struct{} { return w.kick }
 
-// Take returns the latest snapshot, the changes since the last Take and
-// when the snapshot was published, and resets the changes. The first Take
-// after Watch reports nothing changed and a zero time: a new stream
-// evaluates its subscriptions in full anyway.
-func (w *Watcher) Take() (*Snapshot, map[*resource.Type]*Dirty, time.Time) {
+// Take returns the latest snapshot, what changed since the last Take and
+// when the oldest publication not yet taken was made, and resets them. The
+// first Take after Watch reports nothing changed and a zero time: a new
+// stream evaluates its subscriptions in full anyway.
+func (w *Watcher) Take() (*Snapshot, Pending, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	d, at := w.dirty, w.at
-	w.dirty, w.at = nil, time.Time{}
-	return w.snap, d, at
+	p, at := w.pending, w.at
+	w.pending, w.at = Pending{}, time.Time{}
+	return w.snap, p, at
 }
 
 // Close unregisters the watcher.
@@ -77,49 +59,32 @@ func (w *Watcher) Close() { w.cache.unwatch(w) }
 func (w *Watcher) notifyAll(s *Snapshot) {
 	w.mu.Lock()
 	w.snap = s
-	w.dirty = make(map[*resource.Type]*Dirty)
-	for _, t := range resource.Types() {
-		w.dirty[t] = &Dirty{All: true}
-	}
+	w.pending = Pending{All: true}
 	w.mu.Unlock()
-	select {
-	case w.kick <- struct{}{}:
-	default:
-	}
+	w.wake()
 }
 
-// notify records a new snapshot and its changes; called with the cache lock
-// held, it must not block.
+// notify records a new snapshot and its changes, which it shares rather
+// than copies: the cost per watcher of a publication is one append. Called
+// with the cache lock held, it must not block.
 func (w *Watcher) notify(s *Snapshot, ch Changes, at time.Time) {
 	w.mu.Lock()
 	w.snap = s
 	if w.at.IsZero() {
 		w.at = at // the oldest unseen publication: the latency to report
 	}
-	if w.dirty == nil {
-		w.dirty = make(map[*resource.Type]*Dirty, len(ch))
-	}
-	for t, keys := range ch {
-		d := w.dirty[t]
-		if d == nil {
-			d = &Dirty{}
-			w.dirty[t] = d
-		}
-		if d.All {
-			continue
-		}
-		if len(keys)+len(d.Keys) > dirtyAllThreshold {
-			d.All, d.Keys = true, nil
-			continue
-		}
-		if d.Keys == nil {
-			d.Keys = make(map[string]struct{}, len(keys))
-		}
-		for _, k := range keys {
-			d.Keys[k] = struct{}{}
-		}
+	switch {
+	case w.pending.All:
+	case len(w.pending.Changes) >= maxPending:
+		w.pending = Pending{All: true}
+	default:
+		w.pending.Changes = append(w.pending.Changes, ch)
 	}
 	w.mu.Unlock()
+	w.wake()
+}
+
+func (w *Watcher) wake() {
 	select {
 	case w.kick <- struct{}{}:
 	default:

@@ -103,11 +103,15 @@ func run[Req any](ctx context.Context, st *stream, recv func() (Req, error), han
 
 // takeSnapshot adopts the watcher's latest snapshot and marks what changed.
 func (st *stream) takeSnapshot() {
-	snap, dirty, at := st.watcher.Take()
+	snap, pending, at := st.watcher.Take()
 	st.snap, st.publishedAt = snap, at
-	for t, d := range dirty {
-		if ts := st.types[t]; ts != nil {
-			ts.markDirty(d)
+	for _, ts := range st.types {
+		if pending.All {
+			ts.reeval = true
+			continue
+		}
+		for _, ch := range pending.Changes {
+			ts.markDirty(ch[ts.t])
 		}
 	}
 }

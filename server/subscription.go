@@ -171,22 +171,27 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 	}
 }
 
-// markDirty records keys that changed in the snapshot.
-func (ts *typeState) markDirty(d *cache.Dirty) {
-	if d == nil || ts.reeval {
+// markDirty records keys that changed in the snapshot; past
+// dirtyAllThreshold of them the whole type is re-evaluated instead.
+func (ts *typeState) markDirty(keys []string) {
+	if len(keys) == 0 || ts.reeval {
 		return
 	}
-	if d.All {
-		ts.reeval = true
+	if len(ts.dirty)+len(keys) > dirtyAllThreshold {
+		ts.reeval, ts.dirty = true, nil
 		return
 	}
 	if ts.dirty == nil {
-		ts.dirty = make(map[string]struct{}, len(d.Keys))
+		ts.dirty = make(map[string]struct{}, len(keys))
 	}
-	for k := range d.Keys {
+	for _, k := range keys {
 		ts.dirty[k] = struct{}{}
 	}
 }
+
+// dirtyAllThreshold is the number of changed keys of one type beyond which
+// a stream re-evaluates the whole type rather than key by key.
+const dirtyAllThreshold = 512
 
 // item is one entry of a response: a resource sent under a key, or a
 // notice that the key does not exist (res nil, delta only).
