@@ -155,17 +155,35 @@ func (c *Cache) Groups() []string {
 // group's current snapshot (if any) and every type marked as changed. Call
 // Close when done.
 func (c *Cache) Watch(n *corev3.Node) *Watcher {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	name := c.groupOf(n)
-	w := &Watcher{cache: c, node: n, group: name, kick: make(chan struct{}, 1)}
-	g := c.builtGroupLocked(name)
-	g.watchers[w] = struct{}{}
-	if g.snap != nil {
-		w.snap = g.snap
+	w := &Watcher{kick: make(chan struct{}, 1)}
+	if c.watch(w, n) {
 		w.kick <- struct{}{}
 	}
 	return w
+}
+
+// WatchFunc is Watch with a callback instead of Kick: onChange is called
+// when a new snapshot arrives or the node moves to another group. It is
+// called with the cache's lock held and must not block or call into the
+// cache. It is not called for the snapshot the group has when WatchFunc
+// returns: Take that one at once.
+func (c *Cache) WatchFunc(n *corev3.Node, onChange func()) *Watcher {
+	w := &Watcher{onChange: onChange}
+	c.watch(w, n)
+	return w
+}
+
+// watch registers w for n's group and reports whether the group already
+// has a snapshot.
+func (c *Cache) watch(w *Watcher, n *corev3.Node) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w.cache, w.node = c, n
+	w.group = c.groupOf(n)
+	g := c.builtGroupLocked(w.group)
+	g.watchers[w] = struct{}{}
+	w.snap = g.snap
+	return g.snap != nil
 }
 
 func (c *Cache) unwatch(w *Watcher) {

@@ -16,10 +16,12 @@ const maxPending = 16
 // changed since the stream last looked. The cache writes to it without
 // blocking; the stream reads it from its own goroutine.
 type Watcher struct {
-	cache *Cache       // read-only after Watch
-	node  *corev3.Node // read-only after Watch
-	group string       // guarded by cache.mu
-	kick  chan struct{}
+	cache *Cache        // read-only after Watch
+	node  *corev3.Node  // read-only after Watch
+	group string        // guarded by cache.mu
+	kick  chan struct{} // nil when onChange is set
+	// onChange, when set, is called instead of signalling kick.
+	onChange func()
 
 	mu      sync.Mutex // guards the fields below
 	snap    *Snapshot
@@ -85,6 +87,10 @@ func (w *Watcher) notify(s *Snapshot, ch Changes, at time.Time) {
 }
 
 func (w *Watcher) wake() {
+	if w.onChange != nil {
+		w.onChange()
+		return
+	}
 	select {
 	case w.kick <- struct{}{}:
 	default:

@@ -392,6 +392,7 @@ func newFuzzClient(t *testing.T, data []byte, delta bool) *fuzzClient {
 	fc.st = srv.newStream(delta, only)
 	fc.st.sendSotw = fc.checkSotw
 	fc.st.sendDeltaResp = fc.checkDelta
+	fc.st.waker.fn = func() {} // the model decides when the stream takes its turns
 	return fc
 }
 
@@ -542,18 +543,11 @@ func (fc *fuzzClient) handle(req proto.Message) {
 	}
 }
 
-// kick takes a pending snapshot from the watcher, as run does.
+// kick takes a pending snapshot from the watcher, as a turn does.
 func (fc *fuzzClient) kick() {
-	st := fc.st
-	if st.watcher == nil {
-		return
+	if fc.st.watcher != nil {
+		fc.st.takeSnapshot()
 	}
-	select {
-	case <-st.watcher.Kick():
-	default:
-		return
-	}
-	st.takeSnapshot()
 }
 
 // reply ACKs (or NACKs) the latest response of the type at index i of the
@@ -605,7 +599,7 @@ func (fc *fuzzClient) step() {
 	case fuzzOpKick:
 		fc.kick()
 	case fuzzOpWarmTimeout:
-		if fc.st.warm.expired() == nil {
+		if fc.st.warm.deadline.IsZero() {
 			return
 		}
 		fc.st.warm.clear()

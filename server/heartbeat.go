@@ -18,10 +18,11 @@ const minHeartbeat = 50 * time.Millisecond
 // half of the shortest TTL the client holds, each type that holds TTL
 // resources and has no response in flight is sent a heartbeat: a Resource
 // with the name, version and TTL but no body, which refreshes the TTL and is
-// not an update. Owned by the stream's goroutine.
+// not an update. Guarded by the stream's lock; the timer wakes the stream.
 type heartbeat struct {
 	timer    *time.Timer
 	interval time.Duration
+	next     time.Time // when heartbeats are due; zero when none are
 }
 
 // ttlOf returns the TTL the client sees for r on this stream: SotW clients
@@ -57,7 +58,8 @@ func (st *stream) rearmHeartbeat() {
 	}
 	hb.stop()
 	hb.interval = interval
-	hb.timer = time.NewTimer(interval)
+	hb.next = time.Now().Add(interval)
+	hb.timer = time.AfterFunc(interval, st.waker.wake)
 }
 
 func (hb *heartbeat) stop() {
@@ -65,19 +67,17 @@ func (hb *heartbeat) stop() {
 		hb.timer.Stop()
 		hb.timer = nil
 	}
+	hb.next = time.Time{}
 }
 
-// fired is signalled when heartbeats are due; nil when none are.
-func (hb *heartbeat) fired() <-chan time.Time {
-	if hb.timer == nil {
-		return nil
-	}
-	return hb.timer.C
+// due reports whether heartbeats are due at now.
+func (hb *heartbeat) due(now time.Time) bool {
+	return !hb.next.IsZero() && !now.Before(hb.next)
 }
 
 // sendHeartbeats sends a heartbeat for every type that holds TTL resources.
 func (st *stream) sendHeartbeats() error {
-	st.hb.timer = nil
+	st.hb.stop()
 	for _, t := range st.order() {
 		ts := st.types[t]
 		if ts == nil || ts.waiting {

@@ -116,14 +116,14 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
 	}
-	return run(gs.Context(), st, recv, st.handleSotwWire)
+	return serve(st, recv, st.handleSotwWire)
 }
 
 // serveDelta runs an incremental stream; only is nil for ADS.
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
-	return run(gs.Context(), st, gs.Recv, st.handleDelta)
+	return serve(st, gs.Recv, st.handleDelta)
 }
 
 // fetch answers a unary Fetch* call with the resources the request names

@@ -1,10 +1,10 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -20,14 +20,20 @@ import (
 // responses carry Resource wrappers (PROTOCOL L3).
 const clientFeatureResourceInSotw = "xds.config.supports-resource-in-sotw"
 
-// stream is one xDS stream. All of its fields are owned by the goroutine
-// running run: no lock guards them. Only status is shared (it has its own).
+// stream is one xDS stream. Two goroutines work on it: the handler, which
+// receives requests, and the waker's, which runs when a new snapshot
+// arrives or a timer fires. Both do so holding mu, which guards every
+// field below it. Only status is shared beyond them (it has its own lock).
 type stream struct {
-	srv   *Server
-	delta bool
-	only  *resource.Type // the type of a per-type service; nil for ADS
-	log   *slog.Logger
+	srv   *Server        // read-only
+	delta bool           // read-only
+	only  *resource.Type // read-only: the type of a per-type service; nil for ADS
+	waker waker
 
+	mu sync.Mutex // held while handling a request or a wake-up, including sends
+	// failed is the error a wake-up met; the handler ends the stream with it.
+	failed        error
+	log           *slog.Logger
 	node          *corev3.Node // from the first request (S1)
 	wrapTTL       bool         // client accepts Resource wrappers in SotW
 	watcher       *cache.Watcher
@@ -44,61 +50,82 @@ type stream struct {
 	sendWire func(any) error
 }
 
-// run is the stream's owner loop: one goroutine receives requests and hands
-// them over; this one handles requests, snapshot kicks and timers, and is
-// the only one that sends.
-func run[Req any](ctx context.Context, st *stream, recv func() (Req, error), handle func(Req) error) error {
-	reqs := make(chan Req)
-	errc := make(chan error, 1)
-	go func() {
-		// Ends when Recv fails, which it does once the RPC is over.
-		for {
-			req, err := recv()
-			if err != nil {
-				errc <- err
-				return
-			}
-			select {
-			case reqs <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+// serve runs the stream on the handler's goroutine: it receives requests
+// and handles each in a turn. A goroutine of the waker's takes the turns
+// that publications and timers call for, so that an idle stream has no
+// goroutine of its own but this one, blocked in recv. A send error ends the
+// gRPC stream (grpc-go writes its status), which makes recv fail.
+func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error) error {
+	st.waker.fn = st.wakeUp
 	defer st.close()
 	for {
-		var kick <-chan struct{}
-		if st.watcher != nil {
-			kick = st.watcher.Kick()
-		}
-		select {
-		case <-ctx.Done():
-			return status.FromContextError(ctx.Err()).Err()
-		case err := <-errc:
-			if errors.Is(err, io.EOF) {
+		req, err := recv()
+		if err != nil {
+			if failed := st.failure(); failed != nil {
+				err = failed
+			} else if errors.Is(err, io.EOF) {
 				return nil
 			}
 			return err
-		case req := <-reqs:
-			if err := handle(req); err != nil {
-				st.log.Warn("closing stream", "error", err)
-				return err
-			}
-		case <-kick:
-			st.takeSnapshot()
-		case <-st.warm.expired():
-			st.warm.clear()
-		case <-st.hb.fired():
-			if err := st.sendHeartbeats(); err != nil {
-				return err
-			}
 		}
-		if err := st.push(); err != nil {
+		if err := st.turn(func() error { return handle(req) }); err != nil {
 			return err
 		}
-		st.publishedAt = time.Time{} // later responses answer requests, not the publication
-		st.rearmHeartbeat()
 	}
+}
+
+// wakeUp takes a turn for a publication or a timer.
+func (st *stream) wakeUp() { _ = st.turn(nil) }
+
+// failure returns the error a turn met, if any.
+func (st *stream) failure() error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.failed
+}
+
+// turn handles one event under the stream's lock: it runs handle (if any),
+// adopts a new snapshot, opens the warm gate if it timed out, sends
+// heartbeats that are due, then pushes what the state calls for. An error
+// fails the stream for good.
+func (st *stream) turn(handle func() error) error {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.failed != nil {
+		return st.failed
+	}
+	err := st.step(handle)
+	if err != nil {
+		st.failed = err
+		st.log.Warn("closing stream", "error", err)
+	}
+	return err
+}
+
+func (st *stream) step(handle func() error) error {
+	if handle != nil {
+		if err := handle(); err != nil {
+			return err
+		}
+	}
+	if st.watcher != nil {
+		st.takeSnapshot()
+	}
+	now := time.Now()
+	if st.warm.due(now) {
+		st.warm.clear()
+	}
+	if st.hb.due(now) {
+		if err := st.sendHeartbeats(); err != nil {
+			return err
+		}
+	}
+	if err := st.push(); err != nil {
+		return err
+	}
+	st.publishedAt = time.Time{} // later responses answer requests, not the publication
+	st.rearmHeartbeat()
+	return nil
 }
 
 // takeSnapshot adopts the watcher's latest snapshot and marks what changed.
@@ -116,7 +143,12 @@ func (st *stream) takeSnapshot() {
 	}
 }
 
+// close ends the stream: it stops the waker first (waiting for a turn in
+// progress), then the timers and the watch.
 func (st *stream) close() {
+	st.waker.close()
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	st.warm.clear()
 	st.hb.stop()
 	if st.watcher != nil {
@@ -161,7 +193,7 @@ func (st *stream) start(node *corev3.Node) {
 	}
 	st.log = st.log.With("node", node.GetId())
 	st.status.setNode(node)
-	st.watcher = st.srv.cache.Watch(node)
+	st.watcher = st.srv.cache.WatchFunc(node, st.waker.wake)
 }
 
 // state returns the stream's state for t, creating it.

@@ -14,11 +14,12 @@ import (
 //     sent the routes of those listeners.
 //
 // A client that never asks is waited for at most Config.WarmTimeout. Only
-// dependencies of types the client already uses are waited for. Owned by
-// the stream's goroutine.
+// dependencies of types the client already uses are waited for. Guarded by
+// the stream's lock; the timer wakes the stream.
 type warmGate struct {
-	wait  map[*resource.Type]map[string]struct{} // dependency type → names to be sent
-	timer *time.Timer
+	wait     map[*resource.Type]map[string]struct{} // dependency type → names to be sent
+	timer    *time.Timer
+	deadline time.Time // when the wait times out; zero when not waiting
 }
 
 // arm records the dependencies of the resources just sent.
@@ -46,7 +47,8 @@ func (g *warmGate) arm(st *stream, sent []item) {
 		}
 	}
 	if len(g.wait) > 0 && g.timer == nil {
-		g.timer = time.NewTimer(st.srv.cfg.WarmTimeout)
+		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
+		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
 	}
 }
 
@@ -95,12 +97,9 @@ func (g *warmGate) holdsUpsert(st *stream, t *resource.Type) bool {
 // holdsRemovals reports whether removals must wait.
 func (g *warmGate) holdsRemovals(st *stream) bool { return g.refresh(st) }
 
-// expired is signalled when the wait times out; nil when not waiting.
-func (g *warmGate) expired() <-chan time.Time {
-	if g.timer == nil {
-		return nil
-	}
-	return g.timer.C
+// due reports whether the wait has timed out at now.
+func (g *warmGate) due(now time.Time) bool {
+	return !g.deadline.IsZero() && !now.Before(g.deadline)
 }
 
 // clear opens the gate and stops its timer.
@@ -110,4 +109,5 @@ func (g *warmGate) clear() {
 		g.timer.Stop()
 		g.timer = nil
 	}
+	g.deadline = time.Time{}
 }

@@ -378,6 +378,13 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 			return fail(fmt.Errorf("heap profile: %w", err))
 		}
 		logf("%s %s: heap profile with the clients idle in %s", name, mode, path)
+		// The text forms: the heap's ends with the runtime's MemStats
+		// (stacks, heap, GC), the goroutines' counts them by stack.
+		for kind, q := range map[string]string{"memstats.txt": "heap?debug=1", "goroutine.txt": "goroutine?debug=1"} {
+			if err := fetchTo(ctx, rs.pprofBase+"/debug/pprof/"+q, filepath.Join(o.pprofDir, name+"-"+mode+"-"+kind)); err != nil {
+				return fail(fmt.Errorf("%s: %w", q, err))
+			}
+		}
 		if err := writeHeapProfile(filepath.Join(o.pprofDir, "xdsbench-"+name+"-"+mode+"-heap.pprof")); err != nil {
 			return fail(fmt.Errorf("heap profile of the load tool: %w", err))
 		}
