@@ -5,6 +5,7 @@ package cache
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/xdsd/xdsd/resource"
@@ -114,7 +115,8 @@ func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
 }
 
 // Changes lists, per type, the keys (names and aliases) whose resource
-// differs between two snapshots: added, changed or removed.
+// differs between two snapshots: added, changed or removed, sorted and each
+// key once.
 type Changes map[*resource.Type][]string
 
 // Diff returns what changed from old to s. A nil old is empty.
@@ -136,7 +138,8 @@ func (s *Snapshot) Diff(old *Snapshot) Changes {
 			}
 		})
 		if len(keys) > 0 {
-			ch[t] = keys
+			slices.Sort(keys) // an alias may be listed for both versions
+			ch[t] = slices.Compact(keys)
 		}
 	}
 	return ch

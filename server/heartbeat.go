@@ -41,7 +41,7 @@ func (st *stream) rearmHeartbeat() {
 		if ts.ttls == 0 {
 			continue
 		}
-		for _, r := range ts.held {
+		for _, r := range ts.held() {
 			if d := st.ttlOf(r); d > 0 && (shortest == 0 || d < shortest) {
 				shortest = d
 			}
@@ -84,7 +84,7 @@ func (st *stream) sendHeartbeats() error {
 			continue
 		}
 		var keys []string
-		for k, r := range ts.held {
+		for k, r := range ts.held() {
 			if st.ttlOf(r) > 0 {
 				keys = append(keys, k)
 			}
@@ -109,7 +109,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	if st.delta {
 		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
 		for _, k := range keys {
-			r := ts.held[k]
+			r, _ := ts.heldAt(k)
 			resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
 		}
 		return st.sendDeltaResp(resp)
@@ -118,8 +118,8 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	// resources go as bodiless wrappers.
 	var bodies []*anypb.Any
 	if ts.t.FullState {
-		all := make([]string, 0, len(ts.held))
-		for k, r := range ts.held {
+		all := make([]string, 0, ts.nHeld)
+		for k, r := range ts.held() {
 			if r != nil {
 				all = append(all, k)
 			}
@@ -128,7 +128,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 		keys = all
 	}
 	for _, k := range keys {
-		r := ts.held[k]
+		r, _ := ts.heldAt(k)
 		if st.ttlOf(r) == 0 {
 			bodies = append(bodies, r.Body)
 			continue

@@ -124,7 +124,7 @@ func (st *stream) resume(ts *typeState) {
 	for _, it := range w.upserts {
 		xor ^= it.res.Hash()
 	}
-	if resource.SetVersion(xor) != claimed || len(ts.held) > 0 {
+	if resource.SetVersion(xor) != claimed || ts.nHeld > 0 {
 		return
 	}
 	ts.settle(w, true)
@@ -197,14 +197,14 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	}
 	n := len(w.upserts)
 	if ts.t.FullState {
-		n = len(ts.held)
+		n = ts.nHeld
 	}
 	bodies = make([]*anypb.Any, 0, n)
 	if st.sendWire != nil {
 		parts = make([][]byte, 0, n)
 	}
 	if ts.t.FullState {
-		for _, r := range ts.held {
+		for _, r := range ts.held() {
 			if r != nil {
 				add(r)
 			}
@@ -241,7 +241,8 @@ func deltaRemovals(snap *cache.Snapshot, ts *typeState, w work) ([]string, []ite
 	}
 	var removed []string
 	for _, k := range w.removals {
-		name := ts.held[k].Name
+		r, _ := ts.heldAt(k)
+		name := r.Name
 		switch {
 		case k != name && snap.Get(ts.t, name) != nil:
 			items = append(items, item{key: k})

@@ -3,7 +3,6 @@ package server
 import (
 	"errors"
 	"hash/maphash"
-	"slices"
 	"unicode/utf8"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -128,7 +127,7 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 }
 
 // handleSotwWire applies a request received as a sotwRequest: a name list
-// identical to the type's previous one is taken as it stands.
+// whose encoding is the same as the type's previous one is not decoded.
 func (st *stream) handleSotwWire(r *sotwRequest) error {
 	d, names, err := r.decode()
 	if err != nil {
@@ -143,25 +142,27 @@ func (st *stream) handleSotwWire(r *sotwRequest) error {
 	} else if st.only != nil && r.msg.GetTypeUrl() == "" {
 		ts = st.types[st.only]
 	}
-	if ts != nil && ts.lastNames != nil && ts.namesDigest == d {
-		r.msg.ResourceNames = ts.lastNames
-		return st.handleSotw(&r.msg) // same list: setNames sees it is the same slice
-	}
-	if r.msg.ResourceNames, err = names(); err != nil {
-		return errInvalidRequest(err)
-	}
-	if err := st.handleSotw(&r.msg); err != nil {
-		return err
-	}
-	if ts == nil {
-		if t, _ := st.typeOf(r.msg.GetTypeUrl()); t != nil {
-			ts = st.types[t]
+	if ts == nil || !ts.namesKnown || ts.namesDigest != d {
+		if r.msg.ResourceNames, err = names(); err != nil {
+			return errInvalidRequest(err)
 		}
 	}
-	if ts != nil && slices.Equal(ts.lastNames, r.msg.ResourceNames) {
-		ts.namesDigest = d
+	return st.handleSotwDigest(&r.msg, d)
+}
+
+// digestNames is the digest of names as a request encodes them: the same
+// as sotwRequest.decode's for a request whose names come in one run.
+func digestNames(names []string) namesDigest {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	var b []byte
+	for _, n := range names {
+		b = protowire.AppendTag(b[:0], requestNamesField, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(len(n)))
+		h.Write(b)
+		h.WriteString(n)
 	}
-	return nil
+	return namesDigest{hash: h.Sum64(), count: len(names)}
 }
 
 // errInvalidRequest is the error that ends a stream sent an undecodable

@@ -208,6 +208,13 @@ func (st *stream) state(t *resource.Type) *typeState {
 
 // handleSotw applies one SotW request (S1 to S8, S13, S14).
 func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
+	return st.handleSotwDigest(req, digestNames(req.GetResourceNames()))
+}
+
+// handleSotwDigest is handleSotw for a request whose names have digest d.
+// If d is that of the names the type last applied, the request's names
+// are not looked at (they may be left undecoded).
+func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDigest) error {
 	t, err := st.typeOf(req.GetTypeUrl())
 	if t == nil {
 		return err
@@ -225,7 +232,10 @@ func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
 	}
 	first := !ts.active
 	ts.active = true
-	ts.setNames(req.GetResourceNames())
+	if !ts.namesKnown || ts.namesDigest != d {
+		ts.setNames(req.GetResourceNames())
+		ts.namesDigest, ts.namesKnown = d, true
+	}
 	if first && req.GetVersionInfo() != "" && nonce == "" {
 		ts.resume = req.GetVersionInfo()
 	}
@@ -248,10 +258,12 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	first := !ts.active
 	ts.active = true
 	ts.subscribe(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(), first)
-	if first {
+	if first && len(req.GetInitialResourceVersions()) > 0 {
+		var items []item
 		for name, v := range req.GetInitialResourceVersions() {
-			ts.hold(name, resource.Placeholder(t, name, v))
+			items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
 		}
+		ts.holdItems(items)
 	}
 	return nil
 }

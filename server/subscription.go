@@ -10,29 +10,23 @@ import (
 // wildcardName is the explicit wildcard subscription (PROTOCOL S8, D3).
 const wildcardName = "*"
 
-// typeState is one stream's state for one resource type. It is owned by the
-// stream's goroutine and needs no lock.
+// typeState is one stream's state for one resource type. It is guarded by
+// the stream's lock.
 type typeState struct {
 	t *resource.Type
 
 	// Subscription.
-	active    bool                // the client has requested this type
-	everNamed bool                // a name (or "*") was sent: the legacy wildcard is over
-	wildcard  bool                // subscribed to every resource of the type
-	names     map[string]struct{} // explicit subscription keys (names or aliases), without "*"
-	lastNames []string            // the latest SotW request's names, as sent
-	// namesDigest identifies lastNames's encoding (see sotwRequest).
+	active    bool // the client has requested this type
+	everNamed bool // a name (or "*") was sent: the legacy wildcard is over
+	wildcard  bool // subscribed to every resource of the type
+	// namesDigest identifies the latest applied SotW name list (see
+	// sotwRequest); namesKnown says it is set.
 	namesDigest namesDigest
+	namesKnown  bool
 
-	// What the client holds by our account, by subscription key. A nil
-	// resource means we told the client the key does not exist (D5).
-	held map[string]*resource.Resource
-	xor  uint64 // XOR of the hashes of held resources: the set version
-	ttls int    // number of held resources with a TTL
-	// dropped holds, for SotW Listener/Cluster, resources the client
-	// unsubscribed from since its last full-state response: it may still
-	// hold them, so they count as held if it subscribes to them again.
-	dropped map[string]*resource.Resource
+	// The explicit subscription (fNamed) and what the client holds by our
+	// account, by subscription key.
+	keyList
 
 	// Outstanding response.
 	nonce   string // latest nonce sent for this type, "" if none
@@ -45,98 +39,70 @@ type typeState struct {
 	// request (S13); it is checked against the first snapshot.
 	resume string
 
-	// Keys to evaluate on the next push; reeval means all of them.
-	dirty  map[string]struct{}
+	// Keys to evaluate on the next push, as the lists of changed keys the
+	// cache shares between streams; reeval means all of them.
+	dirty  [][]string
 	reeval bool
-	// resend holds newly subscribed keys that are sent even if the client
-	// holds them at the current version (S10, D8).
-	resend map[string]struct{}
-}
-
-// drop remembers that the client may still hold r under key although it
-// no longer subscribes to it.
-func (ts *typeState) drop(key string, r *resource.Resource) {
-	if ts.dropped == nil {
-		ts.dropped = make(map[string]*resource.Resource)
-	}
-	ts.dropped[key] = r
-}
-
-// markResend records that key is to be sent again.
-func (ts *typeState) markResend(key string) {
-	if ts.resend == nil {
-		ts.resend = make(map[string]struct{})
-	}
-	ts.resend[key] = struct{}{}
 }
 
 func newTypeState(t *resource.Type) *typeState {
-	return &typeState{t: t, names: map[string]struct{}{}, held: map[string]*resource.Resource{}, reeval: true}
+	return &typeState{t: t, reeval: true}
 }
 
 // version is the set version of what the client holds.
 func (ts *typeState) version() string { return resource.SetVersion(ts.xor) }
 
-// hold records that the client now holds r (nil: told it does not exist)
-// under key.
-func (ts *typeState) hold(key string, r *resource.Resource) {
-	ts.forget(key)
-	if r != nil {
-		ts.xor ^= r.Hash()
-		if r.TTL > 0 {
-			ts.ttls++
+// subscriptionKeys returns names without "*", sorted and without duplicates, and
+// whether "*" was among them.
+func subscriptionKeys(names []string) ([]string, bool) {
+	keys := make([]string, 0, len(names))
+	wildcard := false
+	for _, n := range names {
+		if n == wildcardName {
+			wildcard = true
+		} else {
+			keys = append(keys, n)
 		}
 	}
-	ts.held[key] = r
-}
-
-// forget removes key from what the client holds.
-func (ts *typeState) forget(key string) {
-	if old, ok := ts.held[key]; ok {
-		if old != nil {
-			ts.xor ^= old.Hash()
-			if old.TTL > 0 {
-				ts.ttls--
-			}
-		}
-		delete(ts.held, key)
-	}
+	slices.Sort(keys)
+	return slices.Compact(keys), wildcard
 }
 
 // setNames replaces the SotW subscription with names (PROTOCOL S7, S8).
 // It returns whether the subscription changed.
 func (ts *typeState) setNames(names []string) bool {
-	if len(names) > 0 && len(names) == len(ts.lastNames) &&
-		(&names[0] == &ts.lastNames[0] || slices.Equal(names, ts.lastNames)) {
-		return false // the common case: an ACK repeating the subscription
-	}
-	ts.lastNames = slices.Clone(names)
-	wildcard := false
-	next := make(map[string]struct{}, len(names))
-	for _, n := range names {
-		if n == wildcardName {
-			wildcard = true
-			continue
-		}
-		next[n] = struct{}{}
-	}
+	keys, wildcard := subscriptionKeys(names)
 	if len(names) > 0 {
 		ts.everNamed = true
 	} else if !ts.everNamed && ts.t.Wildcard {
 		wildcard = true // legacy wildcard: never named anything yet
 	}
-	changed := wildcard != ts.wildcard || len(next) != len(ts.names)
-	for n := range next {
-		if _, ok := ts.names[n]; !ok {
+	changed := wildcard != ts.wildcard
+	j := 0
+	for i := range ts.keys {
+		e := &ts.keys[i]
+		for j < len(keys) && keys[j] < e.key {
+			j++
+		}
+		if e.flags&fNamed != 0 && (j == len(keys) || keys[j] != e.key) {
+			e.flags &^= fNamed
 			changed = true
-			// A newly subscribed key is sent even if held (S10), unless a
-			// wildcard covered it before and still does.
-			if !(wildcard && ts.wildcard) {
-				ts.markResend(n)
-			}
 		}
 	}
-	ts.wildcard, ts.names = wildcard, next
+	// A newly subscribed key is sent even if held (S10), unless a wildcard
+	// covered it before and still does.
+	resend := !(wildcard && ts.wildcard)
+	ts.mergeKeys(keys, func(_ int, e *keyEntry) {
+		if e.flags&fNamed == 0 {
+			e.flags |= fNamed
+			changed = true
+			if resend {
+				ts.setResend(e)
+			}
+		}
+	})
+	ts.wildcard = wildcard
+	ts.compact()
 	if changed {
 		ts.reeval = true
 	}
@@ -149,26 +115,48 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 	if first && len(sub) == 0 && ts.t.Wildcard && !ts.everNamed {
 		ts.wildcard = true // legacy wildcard
 	}
-	for _, n := range sub {
-		ts.everNamed = true
-		if n == wildcardName {
-			ts.wildcard = true
-		} else {
-			ts.names[n] = struct{}{}
+	if len(sub) > 0 {
+		ts.everNamed, ts.reeval = true, true
+		keys, wildcard := subscriptionKeys(sub)
+		ts.wildcard = ts.wildcard || wildcard
+		ts.mergeKeys(keys, func(_ int, e *keyEntry) {
+			e.flags |= fNamed
 			if !first {
-				ts.markResend(n) // the client may have dropped it: send it again (D8)
+				ts.setResend(e) // the client may have dropped it: send it again (D8)
 			}
-		}
-		ts.reeval = true
+		})
 	}
 	for _, n := range unsub {
+		ts.reeval = true
 		if n == wildcardName {
 			ts.wildcard = false
-		} else {
-			delete(ts.names, n) // unknown names are ignored (D9)
+		} else if e := ts.lookup(n); e != nil {
+			e.flags &^= fNamed // unknown names are ignored (D9)
 		}
-		ts.reeval = true
 	}
+	ts.compact()
+}
+
+// holdItems records that the client holds each item's resource under its
+// key.
+func (ts *typeState) holdItems(items []item) {
+	var missing []item
+	for _, it := range items {
+		if e := ts.lookup(it.key); e != nil {
+			ts.hold(e, it.res)
+		} else {
+			missing = append(missing, it)
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	sortItems(missing)
+	keys := make([]string, len(missing))
+	for i, it := range missing {
+		keys[i] = it.key
+	}
+	ts.mergeKeys(keys, func(i int, e *keyEntry) { ts.hold(e, missing[i].res) })
 }
 
 // markDirty records keys that changed in the snapshot; past
@@ -177,16 +165,15 @@ func (ts *typeState) markDirty(keys []string) {
 	if len(keys) == 0 || ts.reeval {
 		return
 	}
-	if len(ts.dirty)+len(keys) > dirtyAllThreshold {
+	n := len(keys)
+	for _, d := range ts.dirty {
+		n += len(d)
+	}
+	if n > dirtyAllThreshold {
 		ts.reeval, ts.dirty = true, nil
 		return
 	}
-	if ts.dirty == nil {
-		ts.dirty = make(map[string]struct{}, len(keys))
-	}
-	for _, k := range keys {
-		ts.dirty[k] = struct{}{}
-	}
+	ts.dirty = append(ts.dirty, keys)
 }
 
 // dirtyAllThreshold is the number of changed keys of one type beyond which
@@ -212,32 +199,37 @@ type work struct {
 // removal, resources that are gone. delta selects the incremental rules.
 func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	var w work
-	check := func(key string) {
+	// check evaluates key, whose entry is e (nil if it has none). It
+	// changes entries but never adds or removes one.
+	check := func(key string, e *keyEntry) {
 		r, alias := snap.Resolve(ts.t, key)
-		_, named := ts.names[key]
-		inScope := named || (ts.wildcard && r != nil && !alias)
-		held, has := ts.held[key]
-		if d, ok := ts.dropped[key]; ok && !has {
-			held, has = d, true
-			if inScope { // subscribed again: it is held, as far as we know
-				ts.hold(key, d)
-				delete(ts.dropped, key)
-			}
+		var flags uint8
+		var held *resource.Resource
+		if e != nil {
+			flags, held = e.flags, e.res
 		}
-		_, again := ts.resend[key]
+		inScope := flags&fNamed != 0 || (ts.wildcard && r != nil && !alias)
+		has := flags&(fHas|fDropped) != 0
+		if flags&fDropped != 0 && inScope {
+			ts.hold(e, held) // subscribed again: it is held, as far as we know
+		}
+		again := flags&fResend != 0
 		switch {
 		case !inScope && !ts.wildcard:
-			if held != nil && !delta && ts.t.FullState {
-				ts.drop(key, held)
+			if e != nil {
+				if flags&fHas != 0 && held != nil && !delta && ts.t.FullState {
+					ts.drop(e)
+				} else {
+					ts.forget(e)
+				}
+				ts.clearResend(e)
 			}
-			ts.forget(key)
-			delete(ts.resend, key)
 		case !inScope:
 			// Covered only by the wildcard and gone from the snapshot.
 			if has && held != nil && (delta || ts.t.FullState) {
 				w.removals = append(w.removals, key)
-			} else {
-				ts.forget(key)
+			} else if e != nil {
+				ts.forget(e)
 			}
 		case r != nil:
 			if again || !has || held == nil || held.Version != r.Version {
@@ -247,43 +239,43 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			if delta || ts.t.FullState {
 				w.removals = append(w.removals, key)
 			} else {
-				ts.forget(key) // SotW cannot say this; the client keeps its copy
+				ts.forget(e) // SotW cannot say this; the client keeps its copy
 			}
 		case delta && (!has || again):
 			w.upserts = append(w.upserts, item{key: key}) // does not exist (D5)
 		}
 	}
 	if ts.reeval {
-		seen := make(map[string]struct{}, len(ts.names)+len(ts.held))
-		visit := func(k string) {
-			if _, ok := seen[k]; !ok {
-				seen[k] = struct{}{}
-				check(k)
-			}
-		}
-		for k := range ts.names {
-			visit(k)
-		}
-		for k := range ts.held {
-			visit(k)
-		}
-		for k := range ts.resend {
-			visit(k)
-		}
-		for k := range ts.dropped {
-			visit(k)
+		for i := range ts.keys {
+			check(ts.keys[i].key, &ts.keys[i])
 		}
 		if ts.wildcard {
-			snap.Each(ts.t, func(r *resource.Resource) { visit(r.Name) })
+			snap.Each(ts.t, func(r *resource.Resource) {
+				if ts.lookup(r.Name) == nil {
+					check(r.Name, nil)
+				}
+			})
 		}
 		return w
 	}
-	for k := range ts.dirty {
-		check(k)
+	var seen map[string]bool // keys already checked, when lists may overlap
+	if len(ts.dirty) > 1 || ts.nResend > 0 {
+		seen = make(map[string]bool)
 	}
-	for k := range ts.resend {
-		if _, done := ts.dirty[k]; !done {
-			check(k)
+	for _, keys := range ts.dirty {
+		for _, k := range keys {
+			if seen != nil {
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+			check(k, ts.lookup(k))
+		}
+	}
+	for i := 0; ts.nResend > 0 && i < len(ts.keys); i++ {
+		if e := &ts.keys[i]; e.flags&fResend != 0 && !seen[e.key] {
+			check(e.key, e)
 		}
 	}
 	return w
@@ -292,32 +284,26 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 // settle records that the work's upserts (and, if withRemovals, its
 // removals) were sent, and keeps what is still to do dirty.
 func (ts *typeState) settle(w work, withRemovals bool) {
-	if len(ts.held) == 0 && len(w.upserts) > 8 {
-		ts.held = make(map[string]*resource.Resource, len(w.upserts)) // the first big response
-	}
-	for _, it := range w.upserts {
-		ts.hold(it.key, it.res)
-	}
+	ts.holdItems(w.upserts)
 	ts.reeval = false
 	ts.dirty = nil
-	ts.resend = nil
+	ts.clearAllResend()
 	if ts.t.FullState {
-		ts.dropped = nil // the response states the full state
+		ts.clearDropped() // the response states the full state
 	}
 	if withRemovals {
 		for _, k := range w.removals {
-			if _, named := ts.names[k]; named {
-				ts.hold(k, nil) // the client now knows it does not exist
-			} else {
-				ts.forget(k)
+			e := ts.lookup(k)
+			switch {
+			case e == nil:
+			case e.flags&fNamed != 0:
+				ts.hold(e, nil) // the client now knows it does not exist
+			default:
+				ts.forget(e)
 			}
 		}
-		return
+	} else if len(w.removals) > 0 {
+		ts.dirty = [][]string{w.removals}
 	}
-	if len(w.removals) > 0 {
-		ts.dirty = make(map[string]struct{}, len(w.removals))
-		for _, k := range w.removals {
-			ts.dirty[k] = struct{}{}
-		}
-	}
+	ts.compact()
 }

@@ -59,7 +59,7 @@ func (g *warmGate) satisfied(st *stream, dep *typeState, name string) bool {
 	if cur == nil {
 		return true
 	}
-	held := dep.held[name]
+	held, _ := dep.heldAt(name)
 	return held != nil && held.Version == cur.Version
 }
 
