@@ -15,6 +15,8 @@
 //	xdsd-lib      xdsd as a library (`xdsbench serve-xdsd-lib`)
 //	gcp-snapshot  go-control-plane v0.14 SnapshotCache (`xdsbench serve-gcp --cache snapshot`)
 //	gcp-linear    go-control-plane v0.14 LinearCache per type (`xdsbench serve-gcp --cache linear`)
+//	floor         only with -servers: the least a grpc-go xDS server can do for
+//	              this scenario (`xdsbench serve-floor`), the floor set by grpc-go
 //
 // The serve-* subcommands take changes on a loopback control endpoint
 // (POST /change?gen=G&idx=I,J) and serve /debug/pprof/ there; xdsd serves it
@@ -25,6 +27,7 @@
 //	xdsbench [flags]                 run the scenario against every server
 //	xdsbench serve-xdsd-lib [flags]  (internal) a server under test
 //	xdsbench serve-gcp [flags]       (internal) a server under test
+//	xdsbench serve-floor [flags]     (internal) a server under test
 //
 // See docs/performance.md at the root of the repository for the scenarios,
 // the commands and the numbers.
@@ -48,6 +51,8 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			return serveXDSDLib(args[1:], stderr)
 		case "serve-gcp":
 			return serveGCP(args[1:], stderr)
+		case "serve-floor":
+			return serveFloor(args[1:], stderr)
 		}
 	}
 	opts, code := parseFlags(args, stderr)
@@ -59,7 +64,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 
 // isServeSubcommand reports whether args start a serve-* subcommand.
 func isServeSubcommand(args []string) bool {
-	return len(args) > 0 && (args[0] == "serve-xdsd-lib" || args[0] == "serve-gcp")
+	return len(args) > 0 && (args[0] == "serve-xdsd-lib" || args[0] == "serve-gcp" || args[0] == "serve-floor")
 }
 
 // fail prints an error and returns exit code 1.

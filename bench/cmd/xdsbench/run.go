@@ -51,7 +51,7 @@ type options struct {
 // defaultOptions are the flag defaults, sized for 2 cores.
 func defaultOptions() options {
 	return options{
-		servers:        allServers,
+		servers:        defaultServers,
 		modes:          []string{"delta"},
 		clients:        1000,
 		clusters:       1000,
@@ -89,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("xdsbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	servers := fs.String("servers", strings.Join(allServers, ","), "servers under test, comma-separated: "+strings.Join(allServers, ", "))
+	servers := fs.String("servers", strings.Join(defaultServers, ","), "servers under test, comma-separated: "+strings.Join(knownServers, ", "))
 	mode := fs.String("mode", "delta", "ADS variant: sotw, delta, or both as sotw,delta")
 	fs.IntVar(&o.clients, "clients", o.clients, "number of clients (ADS streams)")
 	fs.IntVar(&o.clusters, "clusters", o.clusters, "number of clusters, each with one endpoint set")
@@ -149,8 +149,8 @@ func splitList(s string) []string {
 // check validates the options.
 func (o *options) check() error {
 	for _, s := range o.servers {
-		if !slices.Contains(allServers, s) {
-			return fmt.Errorf("-servers: unknown server %q (known: %s)", s, strings.Join(allServers, ", "))
+		if !slices.Contains(knownServers, s) {
+			return fmt.Errorf("-servers: unknown server %q (known: %s)", s, strings.Join(knownServers, ", "))
 		}
 	}
 	for _, m := range o.modes {

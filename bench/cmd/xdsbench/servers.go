@@ -19,9 +19,15 @@ const (
 	srvXDSDLib     = "xdsd-lib"
 	srvGCPSnapshot = "gcp-snapshot"
 	srvGCPLinear   = "gcp-linear"
+	srvFloor       = "floor"
 )
 
-var allServers = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear}
+// defaultServers are the servers run without -servers; knownServers are all
+// of them (floor only on demand: it is a reference, not a contender).
+var (
+	defaultServers = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear}
+	knownServers   = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear, srvFloor}
+)
 
 // serverTitles are the column titles of the servers.
 var serverTitles = map[string]string{
@@ -29,6 +35,7 @@ var serverTitles = map[string]string{
 	srvXDSDLib:     "xdsd (lib)",
 	srvGCPSnapshot: "gcp-snapshot",
 	srvGCPLinear:   "gcp-linear",
+	srvFloor:       "floor",
 }
 
 // env is what starting a server needs.
@@ -65,8 +72,10 @@ func startServer(ctx context.Context, e env, name string, readyTimeout time.Dura
 		return startSelf(ctx, e, name, []string{"serve-gcp", "--cache", "snapshot"}, readyTimeout)
 	case srvGCPLinear:
 		return startSelf(ctx, e, name, []string{"serve-gcp", "--cache", "linear"}, readyTimeout)
+	case srvFloor:
+		return startSelf(ctx, e, name, []string{"serve-floor"}, readyTimeout)
 	}
-	return nil, fmt.Errorf("unknown server %q (known: %s)", name, strings.Join(allServers, ", "))
+	return nil, fmt.Errorf("unknown server %q (known: %s)", name, strings.Join(knownServers, ", "))
 }
 
 // startXDSDDir lays out a configuration directory and runs `xdsd serve` on

@@ -21,15 +21,16 @@ func TestMain(m *testing.M) {
 }
 
 // TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
-// this repository) and go-control-plane's LinearCache, in both modes, and
-// checks that every client got the initial state and every change.
+// this repository), go-control-plane's LinearCache and the floor server, in
+// both modes, and checks that every client got the initial state and every
+// change.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds xdsd and starts servers")
 	}
 	defer goleak.VerifyNone(t)
 	o := defaultOptions()
-	o.servers = []string{srvXDSDDir, srvGCPLinear}
+	o.servers = []string{srvXDSDDir, srvGCPLinear, srvFloor}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
 	o.quiet = 50 * time.Millisecond
@@ -40,8 +41,8 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(results) != 4 {
-		t.Fatalf("%d results, want 4", len(results))
+	if want := len(o.servers) * len(o.modes); len(results) != want {
+		t.Fatalf("%d results, want %d", len(results), want)
 	}
 	for _, r := range results {
 		if r.Err != "" {
@@ -62,7 +63,7 @@ func TestEndToEnd(t *testing.T) {
 	for _, mode := range o.modes {
 		printTable(&out, o, mode, results)
 	}
-	for _, want := range []string{"xdsd (dir)", "gcp-linear", "linear ÷ xdsd", "20/20"} {
+	for _, want := range []string{"xdsd (dir)", "gcp-linear", "floor", "linear ÷ xdsd", "20/20"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
