@@ -35,6 +35,8 @@ type keyList struct {
 	nResend  int    // entries with fResend
 	xor      uint64 // XOR of the hashes of held resources: the set version
 	ttls     int    // number of held resources with a TTL
+	// slack says an entry may have lost its last flag since the last compact.
+	slack bool
 }
 
 func compareKey(e keyEntry, key string) int { return strings.Compare(e.key, key) }
@@ -115,6 +117,10 @@ func (l *keyList) mergeKeys(keys []string, f func(i int, e *keyEntry)) {
 // compact removes the entries left without flags, and gives memory back
 // when most of the list is gone.
 func (l *keyList) compact() {
+	if !l.slack {
+		return
+	}
+	l.slack = false
 	l.keys = slices.DeleteFunc(l.keys, func(e keyEntry) bool { return e.flags == 0 })
 	if cap(l.keys) > 64 && cap(l.keys) > 4*len(l.keys) {
 		l.keys = slices.Clone(l.keys)
@@ -150,6 +156,7 @@ func (l *keyList) forget(e *keyEntry) {
 	l.nHeld--
 	e.flags &^= fHas
 	e.res = nil
+	l.slack = true
 }
 
 // drop records that the client may still hold what it held under e's key
@@ -171,6 +178,7 @@ func (l *keyList) clearDropped() {
 			e.flags &^= fDropped
 			e.res = nil
 			l.nDropped--
+			l.slack = true
 		}
 	}
 }
@@ -188,6 +196,7 @@ func (l *keyList) clearResend(e *keyEntry) {
 	if e.flags&fResend != 0 {
 		e.flags &^= fResend
 		l.nResend--
+		l.slack = true
 	}
 }
 
@@ -206,4 +215,10 @@ func (l *keyList) count(r *resource.Resource, sign int) {
 	if r.TTL > 0 {
 		l.ttls += sign
 	}
+}
+
+// unname records that e's key is no longer explicitly subscribed.
+func (l *keyList) unname(e *keyEntry) {
+	e.flags &^= fNamed
+	l.slack = true
 }

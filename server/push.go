@@ -149,35 +149,70 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		st.srv.metrics.latency.observe(time.Since(st.publishedAt))
 	}
 	if st.delta {
-		drs, srcs := deltaResources(ts.t, items, removed)
-		resp := &discovery.DeltaDiscoveryResponse{
-			SystemVersionInfo: ts.lastVersion,
-			TypeUrl:           ts.t.URL,
-			Nonce:             nonce,
-			Resources:         drs,
-			RemovedResources:  removed,
-		}
-		if st.sendWire == nil {
-			return st.sendDeltaResp(resp)
-		}
-		parts := make([][]byte, len(drs))
-		for i, dr := range drs {
-			if srcs[i] != nil && len(dr.Aliases) == 0 {
-				parts[i] = srcs[i].DeltaField() // shared by every stream
-			} else {
-				parts[i] = entry(dr)
-			}
-		}
-		return st.sendWire(deltaWire(resp, parts))
+		return st.sendDelta(ts, deltaEntries(ts.t, items, removed), removed, nonce)
 	}
-	// Each resource once (S11): keys are names, except that a resource
-	// subscribed by several aliases is held under each. Order is free.
-	var bodies []*anypb.Any
-	var parts [][]byte // the same, pre-encoded, when sending on the wire path
+	rs := st.sotwResources(ts, w)
+	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
+	bodies := func() {
+		resp.Resources = make([]*anypb.Any, len(rs))
+		for i, r := range rs {
+			resp.Resources[i] = st.sotwBody(r)
+		}
+	}
+	if st.sendWire == nil {
+		bodies()
+		return st.sendSotw(resp)
+	}
+	parts := make([][]byte, len(rs))
+	for i, r := range rs {
+		if body := st.sotwBody(r); body == r.Body {
+			parts[i] = r.SotWField() // shared by every stream
+		} else {
+			parts[i] = entry(body)
+		}
+	}
+	return st.sendWire(sotwWire(resp, parts, bodies))
+}
+
+// sendDelta writes an incremental response with entries and removed.
+func (st *stream) sendDelta(ts *typeState, entries []deltaEntry, removed []string, nonce string) error {
+	resp := &discovery.DeltaDiscoveryResponse{
+		SystemVersionInfo: ts.lastVersion,
+		TypeUrl:           ts.t.URL,
+		Nonce:             nonce,
+		RemovedResources:  removed,
+	}
+	resources := func() {
+		resp.Resources = make([]*discovery.Resource, len(entries))
+		for i := range entries {
+			resp.Resources[i] = entries[i].message(ts.t)
+		}
+	}
+	if st.sendWire == nil {
+		resources()
+		return st.sendDeltaResp(resp)
+	}
+	parts := make([][]byte, len(entries))
+	for i := range entries {
+		parts[i] = entries[i].encoded(ts.t)
+	}
+	return st.sendWire(deltaWire(resp, parts, resources))
+}
+
+// sotwResources returns the resources of a SotW response for w: for a
+// full-state type everything the client holds, otherwise w's upserts. Each
+// resource is listed once (S11): keys are names, except that a resource
+// subscribed by several aliases is held under each. Order is free.
+func (st *stream) sotwResources(ts *typeState, w work) []*resource.Resource {
 	var seen map[string]bool
 	if ts.t.URL == resource.VirtualHostType {
 		seen = make(map[string]bool)
 	}
+	n := len(w.upserts)
+	if ts.t.FullState {
+		n = ts.nHeld
+	}
+	rs := make([]*resource.Resource, 0, n)
 	add := func(r *resource.Resource) {
 		if seen != nil {
 			if seen[r.Name] {
@@ -185,23 +220,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 			}
 			seen[r.Name] = true
 		}
-		body := st.sotwBody(r)
-		bodies = append(bodies, body)
-		if st.sendWire != nil {
-			if body == r.Body {
-				parts = append(parts, r.SotWField()) // shared by every stream
-			} else {
-				parts = append(parts, entry(body))
-			}
-		}
-	}
-	n := len(w.upserts)
-	if ts.t.FullState {
-		n = ts.nHeld
-	}
-	bodies = make([]*anypb.Any, 0, n)
-	if st.sendWire != nil {
-		parts = make([][]byte, 0, n)
+		rs = append(rs, r)
 	}
 	if ts.t.FullState {
 		for _, r := range ts.held() {
@@ -214,16 +233,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 			add(it.res)
 		}
 	}
-	resp := &discovery.DiscoveryResponse{
-		VersionInfo: ts.lastVersion,
-		Resources:   bodies,
-		TypeUrl:     ts.t.URL,
-		Nonce:       nonce,
-	}
-	if st.sendWire == nil {
-		return st.sendSotw(resp)
-	}
-	return st.sendWire(sotwWire(resp, parts))
+	return rs
 }
 
 // deltaRemovals splits a delta response's removals: names whose resource
@@ -278,41 +288,70 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 	return a
 }
 
-// deltaResources builds the resources of an incremental response (D1, D5,
-// D7): one entry per resource name, listing every alias the client used. A
-// name the response also removes gets no "does not exist" entry: the
-// removal says it.
-//
-// It also returns, entry by entry, the resource each came from (nil for a
-// "does not exist" entry), whose encoding can be reused.
-func deltaResources(t *resource.Type, items []item, removed []string) ([]*discovery.Resource, []*resource.Resource) {
-	out := make([]*discovery.Resource, 0, len(items))
-	src := make([]*resource.Resource, 0, len(items))
-	byName := make(map[string]*discovery.Resource, len(items))
+// deltaEntry is one entry of an incremental response's resources (D1, D5,
+// D7): a resource with every alias the client used for it, or a name that
+// does not exist (res nil).
+type deltaEntry struct {
+	res     *resource.Resource
+	name    string
+	aliases []string
+}
+
+// deltaEntries groups a response's items into entries, one per resource
+// name. A name the response also removes gets no "does not exist" entry:
+// the removal says it.
+func deltaEntries(t *resource.Type, items []item, removed []string) []deltaEntry {
+	out := make([]deltaEntry, 0, len(items))
+	var byName map[string]int // index in out; only aliases share a name
+	if t.URL == resource.VirtualHostType {
+		byName = make(map[string]int, len(items))
+	}
 	for _, it := range items {
 		if it.res == nil {
-			if slices.Contains(removed, it.key) {
-				continue
+			if !slices.Contains(removed, it.key) {
+				out = append(out, deltaEntry{name: it.key})
 			}
-			dr := &discovery.Resource{Name: it.key}
-			if t.URL == resource.VirtualHostType {
-				dr.Aliases = []string{it.key}
-			}
-			out, src = append(out, dr), append(src, nil)
 			continue
 		}
-		dr := byName[it.res.Name]
-		if dr == nil {
-			dr = &discovery.Resource{Name: it.res.Name, Version: it.res.Version, Resource: it.res.Body}
-			if it.res.TTL > 0 {
-				dr.Ttl = durationpb.New(it.res.TTL)
+		if byName != nil {
+			if i, ok := byName[it.res.Name]; ok {
+				if it.alias {
+					out[i].aliases = append(out[i].aliases, it.key)
+				}
+				continue
 			}
-			byName[it.res.Name] = dr
-			out, src = append(out, dr), append(src, it.res)
+			byName[it.res.Name] = len(out)
 		}
+		e := deltaEntry{res: it.res, name: it.res.Name}
 		if it.alias {
-			dr.Aliases = append(dr.Aliases, it.key)
+			e.aliases = []string{it.key}
 		}
+		out = append(out, e)
 	}
-	return out, src
+	return out
+}
+
+// message returns the entry as a message.
+func (e *deltaEntry) message(t *resource.Type) *discovery.Resource {
+	if e.res == nil {
+		dr := &discovery.Resource{Name: e.name}
+		if t.URL == resource.VirtualHostType {
+			dr.Aliases = []string{e.name}
+		}
+		return dr
+	}
+	dr := &discovery.Resource{Name: e.res.Name, Version: e.res.Version, Resource: e.res.Body, Aliases: e.aliases}
+	if e.res.TTL > 0 {
+		dr.Ttl = durationpb.New(e.res.TTL)
+	}
+	return dr
+}
+
+// encoded returns the entry's encoding in a response: the resource's own,
+// shared by every stream, unless aliases make it particular.
+func (e *deltaEntry) encoded(t *resource.Type) []byte {
+	if e.res != nil && len(e.aliases) == 0 {
+		return e.res.DeltaField()
+	}
+	return entry(e.message(t))
 }

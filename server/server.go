@@ -98,7 +98,6 @@ func (s *Server) newStream(delta bool, only *resource.Type) *stream {
 		types:  make(map[*resource.Type]*typeState),
 		status: s.status.add(variant),
 	}
-	st.log = s.log.With("stream", st.status.s.ID, "variant", variant)
 	return st
 }
 

@@ -33,7 +33,7 @@ type stream struct {
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
 	failed        error
-	log           *slog.Logger
+	log           *slog.Logger // made on first use: see logger
 	node          *corev3.Node // from the first request (S1)
 	wrapTTL       bool         // client accepts Resource wrappers in SotW
 	watcher       *cache.Watcher
@@ -97,7 +97,7 @@ func (st *stream) turn(handle func() error) error {
 	err := st.step(handle)
 	if err != nil {
 		st.failed = err
-		st.log.Warn("closing stream", "error", err)
+		st.logger().Warn("closing stream", "error", err)
 	}
 	return err
 }
@@ -157,6 +157,18 @@ func (st *stream) close() {
 	st.srv.status.remove(st.status)
 }
 
+// logger returns the stream's logger, which names the stream, its variant
+// and its node. It is made on first use: most streams never log.
+func (st *stream) logger() *slog.Logger {
+	if st.log == nil {
+		st.log = st.srv.log.With("stream", st.status.s.ID, "variant", st.status.s.Variant)
+		if st.node != nil {
+			st.log = st.log.With("node", st.node.GetId())
+		}
+	}
+	return st.log
+}
+
 // typeOf resolves a request's type URL. A per-type stream refuses any other
 // type with InvalidArgument (T2). On ADS an unknown type is logged, recorded
 // on the stream's status and ignored: the stream's other types keep working
@@ -171,7 +183,7 @@ func (st *stream) typeOf(url string) (*resource.Type, error) {
 	if t := resource.Lookup(url); t != nil {
 		return t, nil
 	}
-	st.log.Warn("ignoring request for unknown type", "type_url", url)
+	st.logger().Warn("ignoring request for unknown type", "type_url", url)
 	st.status.recordError("unknown type URL " + url)
 	return nil, nil
 }
@@ -191,7 +203,7 @@ func (st *stream) start(node *corev3.Node) {
 			st.wrapTTL = true
 		}
 	}
-	st.log = st.log.With("node", node.GetId())
+	st.log = nil // made again with the node
 	st.status.setNode(node)
 	st.watcher = st.srv.cache.WatchFunc(node, st.waker.wake)
 }
@@ -271,7 +283,7 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 // recordReply records an ACK or NACK of the type's latest response.
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	if nack {
-		st.log.Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
+		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)
 		st.srv.metrics.nacks[ts.t.Order].Add(1)
 		return

@@ -85,7 +85,7 @@ func (ts *typeState) setNames(names []string) bool {
 			j++
 		}
 		if e.flags&fNamed != 0 && (j == len(keys) || keys[j] != e.key) {
-			e.flags &^= fNamed
+			ts.unname(e)
 			changed = true
 		}
 	}
@@ -131,7 +131,7 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 		if n == wildcardName {
 			ts.wildcard = false
 		} else if e := ts.lookup(n); e != nil {
-			e.flags &^= fNamed // unknown names are ignored (D9)
+			ts.unname(e) // unknown names are ignored (D9)
 		}
 	}
 	ts.compact()

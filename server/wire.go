@@ -30,12 +30,21 @@ const (
 type wireResponse struct {
 	header []byte   // version, type URL, nonce, removed names
 	parts  [][]byte // pre-encoded resources entries
-	msg    interface{ ProtoReflect() protoreflect.Message }
+	msg    gproto.Message
+	// complete fills msg's resources, which only other codecs need; nil
+	// once done.
+	complete func()
 }
 
 // ProtoReflect makes a wireResponse a proto.Message for codecs other than
 // ours: it reflects the equivalent generated message.
-func (w *wireResponse) ProtoReflect() protoreflect.Message { return w.msg.ProtoReflect() }
+func (w *wireResponse) ProtoReflect() protoreflect.Message {
+	if w.complete != nil {
+		w.complete()
+		w.complete = nil
+	}
+	return w.msg.ProtoReflect()
+}
 
 func (w *wireResponse) buffers() mem.BufferSlice {
 	bs := make(mem.BufferSlice, 0, 1+len(w.parts))
@@ -47,17 +56,18 @@ func (w *wireResponse) buffers() mem.BufferSlice {
 }
 
 // sotwWire assembles a SotW response around pre-encoded resource entries;
-// resp is the same response as a message (without copying the entries).
-func sotwWire(resp *discovery.DiscoveryResponse, parts [][]byte) *wireResponse {
+// resp is the same response as a message, whose resources complete fills
+// if it is ever needed.
+func sotwWire(resp *discovery.DiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
 	h := appendString(nil, sotwVersionField, resp.VersionInfo)
 	h = appendString(h, sotwTypeURLField, resp.TypeUrl)
 	h = appendString(h, sotwNonceField, resp.Nonce)
-	return &wireResponse{header: h, parts: parts, msg: resp}
+	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
 }
 
 // deltaWire assembles an incremental response: parts are the encoded
-// entries of resp.Resources, in the same order.
-func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte) *wireResponse {
+// entries of the resources that complete puts in resp, in the same order.
+func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
 	h := appendString(nil, deltaVersionField, resp.SystemVersionInfo)
 	h = appendString(h, deltaTypeURLField, resp.TypeUrl)
 	h = appendString(h, deltaNonceField, resp.Nonce)
@@ -65,7 +75,7 @@ func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte) *wireResp
 		h = protowire.AppendTag(h, deltaRemovedField, protowire.BytesType)
 		h = protowire.AppendString(h, n)
 	}
-	return &wireResponse{header: h, parts: parts, msg: resp}
+	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
 }
 
 // entry encodes m as one entry of a response's resources field, for the

@@ -10,6 +10,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -23,24 +24,33 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 
 	sotw := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7",
 		Resources: []*anypb.Any{a.Body, b.Body}}
-	check(t, sotwWire(sotw, [][]byte{a.SotWField(), b.SotWField()}), sotw, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(sotw, [][]byte{a.SotWField(), b.SotWField()}, nil), sotw, new(discovery.DiscoveryResponse))
+	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7"}
+	check(t, sotwWire(lazy, [][]byte{a.SotWField(), b.SotWField()}, func() { lazy.Resources = sotw.Resources }), sotw, new(discovery.DiscoveryResponse))
 
-	drs, srcs := deltaResources(vh.Type, []item{{key: "rc/x.com", res: vh, alias: true}, {key: "nope"}}, []string{"gone"})
-	delta := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: "v2", TypeUrl: vh.Type.URL, Nonce: "8",
-		Resources: drs, RemovedResources: []string{"gone"}}
-	parts := make([][]byte, len(drs))
-	for i, dr := range drs {
-		if srcs[i] != nil && len(dr.Aliases) == 0 {
-			parts[i] = srcs[i].DeltaField()
-		} else {
-			parts[i] = entry(dr)
+	deltaCheck := func(typ *resource.Type, items []item, removed []string, want *discovery.DeltaDiscoveryResponse) {
+		entries := deltaEntries(typ, items, removed)
+		parts := make([][]byte, len(entries))
+		for i := range entries {
+			parts[i] = entries[i].encoded(typ)
 		}
+		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: want.SystemVersionInfo, TypeUrl: want.TypeUrl,
+			Nonce: want.Nonce, RemovedResources: want.RemovedResources}
+		check(t, deltaWire(resp, parts, func() {
+			for i := range entries {
+				resp.Resources = append(resp.Resources, entries[i].message(typ))
+			}
+		}), want, new(discovery.DeltaDiscoveryResponse))
 	}
-	check(t, deltaWire(delta, parts), delta, new(discovery.DeltaDiscoveryResponse))
-
-	drs, srcs = deltaResources(b.Type, []item{{key: "b", res: b}}, nil)
-	delta = &discovery.DeltaDiscoveryResponse{TypeUrl: b.Type.URL, Nonce: "9", Resources: drs}
-	check(t, deltaWire(delta, [][]byte{srcs[0].DeltaField()}), delta, new(discovery.DeltaDiscoveryResponse))
+	deltaCheck(vh.Type, []item{{key: "rc/x.com", res: vh, alias: true}, {key: "nope"}, {key: "gone"}}, []string{"gone"},
+		&discovery.DeltaDiscoveryResponse{SystemVersionInfo: "v2", TypeUrl: vh.Type.URL, Nonce: "8",
+			Resources: []*discovery.Resource{
+				{Name: "rc/vh", Version: vh.Version, Resource: vh.Body, Aliases: []string{"rc/x.com"}},
+				{Name: "nope", Aliases: []string{"nope"}},
+			},
+			RemovedResources: []string{"gone"}})
+	deltaCheck(b.Type, []item{{key: "b", res: b}}, nil, &discovery.DeltaDiscoveryResponse{TypeUrl: b.Type.URL, Nonce: "9",
+		Resources: []*discovery.Resource{{Name: "b", Version: b.Version, Resource: b.Body, Ttl: durationpb.New(time.Minute)}}})
 }
 
 func check(t *testing.T, w *wireResponse, want, got proto.Message) {
