@@ -6,7 +6,8 @@ package cache
 import (
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
+	"sync"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -15,11 +16,13 @@ import (
 // one with NewSnapshot; never modify it afterwards.
 type Snapshot struct {
 	types map[*resource.Type]*typeSet
+	memo  sync.Map // see Memo
 }
 
 type typeSet struct {
 	byName  map[string]*resource.Resource
 	byAlias map[string]*resource.Resource
+	sorted  []*resource.Resource // by name
 }
 
 // NewSnapshot builds a snapshot. Two resources of one type with one name
@@ -36,6 +39,7 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 			return nil, fmt.Errorf("%s %q: duplicate resource name", r.Type.Short, r.Name)
 		}
 		ts.byName[r.Name] = r
+		ts.sorted = append(ts.sorted, r)
 		for _, a := range r.Aliases {
 			if ts.byAlias == nil {
 				ts.byAlias = make(map[string]*resource.Resource)
@@ -45,6 +49,9 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 			}
 			ts.byAlias[a] = r
 		}
+	}
+	for _, ts := range s.types {
+		slices.SortFunc(ts.sorted, func(a, b *resource.Resource) int { return strings.Compare(a.Name, b.Name) })
 	}
 	return s, nil
 }
@@ -96,22 +103,37 @@ func (s *Snapshot) Len(t *resource.Type) int {
 	return len(s.types[t].byName)
 }
 
-// Each calls f for every resource of type t, in no particular order.
+// Each calls f for every resource of type t, in the order of their names.
 func (s *Snapshot) Each(t *resource.Type, f func(*resource.Resource)) {
-	if s == nil || s.types[t] == nil {
-		return
-	}
-	for _, r := range s.types[t].byName {
+	for _, r := range s.Sorted(t) {
 		f(r)
 	}
 }
 
 // Resources returns the resources of type t sorted by name.
 func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
-	var out []*resource.Resource
-	s.Each(t, func(r *resource.Resource) { out = append(out, r) })
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return slices.Clone(s.Sorted(t))
+}
+
+// Sorted returns the resources of type t sorted by name. The slice is the
+// snapshot's own: do not modify it.
+func (s *Snapshot) Sorted(t *resource.Type) []*resource.Resource {
+	if s == nil || s.types[t] == nil {
+		return nil
+	}
+	return s.types[t].sorted
+}
+
+// Memo returns the value memoized under key, calling build to make it the
+// first time. It lets users of a snapshot share data derived from it (it
+// is dropped with the snapshot); build must depend only on the snapshot
+// and key. Safe for concurrent use.
+func (s *Snapshot) Memo(key any, build func() any) any {
+	if v, ok := s.memo.Load(key); ok {
+		return v
+	}
+	v, _ := s.memo.LoadOrStore(key, build())
+	return v
 }
 
 // Changes lists, per type, the keys (names and aliases) whose resource

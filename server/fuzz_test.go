@@ -227,6 +227,7 @@ type fuzzClient struct {
 	sends       int
 	closed      bool // handle returned an error: the stream is over
 	models      map[string]*fuzzModel
+	canonicals  map[*canonical]bool // every shared list the stream has used
 }
 
 // fuzzModel is the client's view of one type: its subscription, as the
@@ -810,9 +811,11 @@ func fuzzStream(t *testing.T, data []byte, delta bool) {
 	}()
 	for len(fc.in) > 0 && !fc.closed {
 		fc.step()
+		fc.checkShared()
 	}
 	if !fc.closed {
 		fc.quiesce()
+		fc.checkShared()
 	}
 }
 

@@ -37,6 +37,32 @@ type keyList struct {
 	ttls     int    // number of held resources with a TTL
 	// slack says an entry may have lost its last flag since the last compact.
 	slack bool
+	// shared, when set, is the canonical list keys is (see share), which
+	// other streams read too: own copies it before any change, and every
+	// method that changes an entry must be given one of an owned list.
+	shared *canonical
+}
+
+// own makes the list the stream's own, ready to be changed.
+func (l *keyList) own() {
+	if l.shared != nil {
+		l.keys = slices.Clone(l.keys)
+		l.shared = nil
+	}
+}
+
+// index returns the position of key's entry, or -1.
+func (l *keyList) index(key string) int {
+	if i, ok := slices.BinarySearchFunc(l.keys, key, compareKey); ok {
+		return i
+	}
+	return -1
+}
+
+// mutable returns entry i, owning the list first.
+func (l *keyList) mutable(i int) *keyEntry {
+	l.own()
+	return &l.keys[i]
 }
 
 func compareKey(e keyEntry, key string) int { return strings.Compare(e.key, key) }
@@ -74,6 +100,7 @@ func (l *keyList) held() iter.Seq2[string, *resource.Resource] {
 // mergeKeys calls f on the keyEntry of each of keys (sorted, without
 // duplicates), adding the missing ones, in one pass.
 func (l *keyList) mergeKeys(keys []string, f func(i int, e *keyEntry)) {
+	l.own()
 	missing, j := 0, 0
 	for _, k := range keys {
 		for j < len(l.keys) && l.keys[j].key < k {

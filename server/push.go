@@ -3,6 +3,7 @@ package server
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -127,7 +128,7 @@ func (st *stream) resume(ts *typeState) {
 	if resource.SetVersion(xor) != claimed || ts.nHeld > 0 {
 		return
 	}
-	ts.settle(w, true)
+	ts.settle(w, true, st.snap)
 	ts.sent = true
 	ts.lastVersion = claimed
 }
@@ -140,7 +141,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	if st.delta && withRemovals {
 		removed, items = deltaRemovals(st.snap, ts, w)
 	}
-	ts.settle(w, withRemovals)
+	ts.settle(w, withRemovals, st.snap)
 	nonce := st.srv.nextNonce()
 	ts.nonce, ts.waiting, ts.sent, ts.lastVersion = nonce, true, true, ts.version()
 	st.status.sent(ts.t, ts.lastVersion, nonce)
@@ -265,9 +266,7 @@ func deltaRemovals(snap *cache.Snapshot, ts *typeState, w work) ([]string, []ite
 	return removed, items
 }
 
-func sortItems(items []item) {
-	sort.Slice(items, func(i, j int) bool { return items[i].key < items[j].key })
-}
+func compareItems(a, b item) int { return strings.Compare(a.key, b.key) }
 
 // sotwBody returns the Any to put in a SotW response: the resource itself,
 // or, for a resource with a TTL and a client that accepts it, a Resource

@@ -19,6 +19,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -142,7 +143,7 @@ func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string)
 	ts := newTypeState(t)
 	ts.setNames(names)
 	w := ts.evaluate(snap, false)
-	sortItems(w.upserts)
+	slices.SortFunc(w.upserts, compareItems)
 	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
 	var xor uint64
 	for _, it := range w.upserts {

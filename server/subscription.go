@@ -71,6 +71,7 @@ func subscriptionKeys(names []string) ([]string, bool) {
 // setNames replaces the SotW subscription with names (PROTOCOL S7, S8).
 // It returns whether the subscription changed.
 func (ts *typeState) setNames(names []string) bool {
+	ts.own()
 	keys, wildcard := subscriptionKeys(names)
 	if len(names) > 0 {
 		ts.everNamed = true
@@ -115,6 +116,10 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 	if first && len(sub) == 0 && ts.t.Wildcard && !ts.everNamed {
 		ts.wildcard = true // legacy wildcard
 	}
+	if len(sub) == 0 && len(unsub) == 0 {
+		return
+	}
+	ts.own()
 	if len(sub) > 0 {
 		ts.everNamed, ts.reeval = true, true
 		keys, wildcard := subscriptionKeys(sub)
@@ -140,6 +145,10 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 // holdItems records that the client holds each item's resource under its
 // key.
 func (ts *typeState) holdItems(items []item) {
+	if len(items) == 0 {
+		return
+	}
+	ts.own()
 	var missing []item
 	for _, it := range items {
 		if e := ts.lookup(it.key); e != nil {
@@ -151,7 +160,9 @@ func (ts *typeState) holdItems(items []item) {
 	if len(missing) == 0 {
 		return
 	}
-	sortItems(missing)
+	if !slices.IsSortedFunc(missing, compareItems) {
+		slices.SortFunc(missing, compareItems)
+	}
 	keys := make([]string, len(missing))
 	for i, it := range missing {
 		keys[i] = it.key
@@ -199,24 +210,25 @@ type work struct {
 // removal, resources that are gone. delta selects the incremental rules.
 func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	var w work
-	// check evaluates key, whose entry is e (nil if it has none). It
-	// changes entries but never adds or removes one.
-	check := func(key string, e *keyEntry) {
+	// check evaluates key, whose entry is at index i (-1 if it has none).
+	// It changes entries but never adds or removes one.
+	check := func(key string, i int) {
 		r, alias := snap.Resolve(ts.t, key)
 		var flags uint8
 		var held *resource.Resource
-		if e != nil {
-			flags, held = e.flags, e.res
+		if i >= 0 {
+			flags, held = ts.keys[i].flags, ts.keys[i].res
 		}
 		inScope := flags&fNamed != 0 || (ts.wildcard && r != nil && !alias)
 		has := flags&(fHas|fDropped) != 0
 		if flags&fDropped != 0 && inScope {
-			ts.hold(e, held) // subscribed again: it is held, as far as we know
+			ts.hold(ts.mutable(i), held) // subscribed again: it is held, as far as we know
 		}
 		again := flags&fResend != 0
 		switch {
 		case !inScope && !ts.wildcard:
-			if e != nil {
+			if i >= 0 {
+				e := ts.mutable(i)
 				if flags&fHas != 0 && held != nil && !delta && ts.t.FullState {
 					ts.drop(e)
 				} else {
@@ -228,8 +240,8 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			// Covered only by the wildcard and gone from the snapshot.
 			if has && held != nil && (delta || ts.t.FullState) {
 				w.removals = append(w.removals, key)
-			} else if e != nil {
-				ts.forget(e)
+			} else if flags&fHas != 0 {
+				ts.forget(ts.mutable(i))
 			}
 		case r != nil:
 			if again || !has || held == nil || held.Version != r.Version {
@@ -239,22 +251,22 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			if delta || ts.t.FullState {
 				w.removals = append(w.removals, key)
 			} else {
-				ts.forget(e) // SotW cannot say this; the client keeps its copy
+				ts.forget(ts.mutable(i)) // SotW cannot say this; the client keeps its copy
 			}
 		case delta && (!has || again):
 			w.upserts = append(w.upserts, item{key: key}) // does not exist (D5)
 		}
 	}
 	if ts.reeval {
-		for i := range ts.keys {
-			check(ts.keys[i].key, &ts.keys[i])
+		for i := 0; i < len(ts.keys); i++ { // check may own (copy) the list
+			check(ts.keys[i].key, i)
 		}
 		if ts.wildcard {
-			snap.Each(ts.t, func(r *resource.Resource) {
-				if ts.lookup(r.Name) == nil {
-					check(r.Name, nil)
+			for _, r := range snap.Sorted(ts.t) {
+				if ts.index(r.Name) < 0 {
+					check(r.Name, -1)
 				}
-			})
+			}
 		}
 		return w
 	}
@@ -270,23 +282,28 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				}
 				seen[k] = true
 			}
-			check(k, ts.lookup(k))
+			check(k, ts.index(k))
 		}
 	}
 	for i := 0; ts.nResend > 0 && i < len(ts.keys); i++ {
 		if e := &ts.keys[i]; e.flags&fResend != 0 && !seen[e.key] {
-			check(e.key, e)
+			check(e.key, i)
 		}
 	}
 	return w
 }
 
 // settle records that the work's upserts (and, if withRemovals, its
-// removals) were sent, and keeps what is still to do dirty.
-func (ts *typeState) settle(w work, withRemovals bool) {
-	ts.holdItems(w.upserts)
+// removals) were sent, and keeps what is still to do dirty. snap is the
+// snapshot the work was computed against.
+func (ts *typeState) settle(w work, withRemovals bool, snap *cache.Snapshot) {
 	ts.reeval = false
 	ts.dirty = nil
+	if len(w.removals) == 0 && ts.advance(snap, ts.t, w.upserts) {
+		return
+	}
+	ts.own()
+	ts.holdItems(w.upserts)
 	ts.clearAllResend()
 	if ts.t.FullState {
 		ts.clearDropped() // the response states the full state
@@ -306,4 +323,5 @@ func (ts *typeState) settle(w work, withRemovals bool) {
 		ts.dirty = [][]string{w.removals}
 	}
 	ts.compact()
+	ts.share(snap, ts.t)
 }
