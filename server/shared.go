@@ -71,59 +71,49 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 	l.keys, l.shared = c.keys, c
 }
 
+// transition is what differs between a canonical list and the same type's
+// resources in a later snapshot, computed once for all the streams that
+// make the move.
+type transition struct {
+	sameKeys bool                          // the later snapshot has the same names
+	changed  map[string]*resource.Resource // names whose resource differs, and their new one
+}
+
+// transitionOf returns the transition from the canonical list c to snap's
+// resources of t, made once per snapshot and list.
+func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
+	return snap.Memo(c, func() any {
+		rs := snap.Sorted(t)
+		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]*resource.Resource{}}
+		for i := 0; tr.sameKeys && i < len(rs); i++ {
+			switch {
+			case rs[i].Name != c.rs[i].Name:
+				tr.sameKeys = false
+			case rs[i] != c.rs[i]:
+				tr.changed[rs[i].Name] = rs[i]
+			}
+		}
+		return tr
+	}).(*transition)
+}
+
 // advance moves a shared list to snap's canonical list of t if sending
-// upserts brings it exactly there, without copying it. It reports whether
-// it did; if not, the list is unchanged.
+// upserts brings it exactly there (they are exactly what changed), without
+// copying it. It reports whether it did; if not, the list is unchanged.
 func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item) bool {
 	if l.shared == nil || len(upserts) == 0 {
 		return false
 	}
-	rs := snap.Sorted(t)
-	if len(rs) != len(l.keys) {
+	tr := transitionOf(snap, t, l.shared)
+	if !tr.sameKeys || len(tr.changed) != len(upserts) {
 		return false
 	}
 	for _, it := range upserts {
-		if it.res == nil || it.alias {
+		if it.alias || it.res == nil || tr.changed[it.key] != it.res {
 			return false
 		}
 	}
-	// What the client holds under key once upserts are sent.
-	next := func(e *keyEntry) (*resource.Resource, bool) {
-		if len(upserts) == 1 {
-			if upserts[0].key == e.key {
-				return upserts[0].res, true
-			}
-			return e.res, false
-		}
-		return nil, false // replaced below for larger sets
-	}
-	if len(upserts) > 1 {
-		up := make(map[string]*resource.Resource, len(upserts))
-		for _, it := range upserts {
-			up[it.key] = it.res
-		}
-		next = func(e *keyEntry) (*resource.Resource, bool) {
-			if r, ok := up[e.key]; ok {
-				return r, true
-			}
-			return e.res, false
-		}
-	}
-	matched := 0
-	for i := range l.keys {
-		e := &l.keys[i]
-		want, upserted := next(e)
-		if upserted {
-			matched++
-		}
-		if want != rs[i] || e.key != rs[i].Name {
-			return false
-		}
-	}
-	if matched != len(upserts) {
-		return false
-	}
-	c := canonicalOf(snap, t, l.keys[0].flags)
+	c := canonicalOf(snap, t, l.shared.flags)
 	l.keys, l.shared, l.xor, l.ttls = c.keys, c, c.xor, c.ttls
 	return true
 }
