@@ -394,6 +394,9 @@ func newFuzzClient(t *testing.T, data []byte, delta bool) *fuzzClient {
 	fc.st.sendSotw = fc.checkSotw
 	fc.st.sendDeltaResp = fc.checkDelta
 	fc.st.waker.fn = func() {} // the model decides when the stream takes its turns
+	if flags&0x80 != 0 {
+		fc.st.sendWire = fc.checkWire // the production path: pre-encoded responses
+	}
 	return fc
 }
 
@@ -671,6 +674,28 @@ func (fc *fuzzClient) checkHeader(url, nonce, version string) *resource.Type {
 	fc.lastVersion[url] = version
 	fc.versions = append(fc.versions, version)
 	return typ
+}
+
+// checkWire checks that a response sent on the wire path encodes the
+// message it stands for, and checks that message.
+func (fc *fuzzClient) checkWire(m any) error {
+	w := m.(*wireResponse)
+	bs, err := Codec{}.Marshal(w)
+	if err != nil {
+		fc.t.Fatalf("encoding a response: %v", err)
+	}
+	w.ProtoReflect() // completes w.msg
+	got := w.msg.ProtoReflect().New().Interface()
+	if err := proto.Unmarshal(bs.Materialize(), got); err != nil {
+		fc.t.Fatalf("decoding a response: %v", err)
+	}
+	if !proto.Equal(got, w.msg) {
+		fc.t.Fatalf("the wire encoding decodes to\n%v\nnot\n%v", got, w.msg)
+	}
+	if resp, ok := w.msg.(*discovery.DeltaDiscoveryResponse); ok {
+		return fc.checkDelta(resp)
+	}
+	return fc.checkSotw(w.msg.(*discovery.DiscoveryResponse))
 }
 
 func (fc *fuzzClient) checkSotw(resp *discovery.DiscoveryResponse) error {

@@ -164,6 +164,11 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		bodies()
 		return st.sendSotw(resp)
 	}
+	if c := ts.shared; c != nil && len(rs) == len(c.keys) && !(st.wrapTTL && c.ttls > 0) {
+		// Everything the stream holds, which many streams hold.
+		rs = c.rs // the same resources, in the order of the bytes
+		return st.sendWire(sotwWire(resp, [][]byte{c.sotwEntries()}, bodies))
+	}
 	parts := make([][]byte, len(rs))
 	for i, r := range rs {
 		if body := st.sotwBody(r); body == r.Body {
@@ -192,6 +197,13 @@ func (st *stream) sendDelta(ts *typeState, entries []deltaEntry, removed []strin
 	if st.sendWire == nil {
 		resources()
 		return st.sendDeltaResp(resp)
+	}
+	if c := ts.shared; c != nil && len(removed) == 0 && len(entries) == len(c.keys) && plain(entries) {
+		// Everything the stream holds, which many streams hold.
+		for i, r := range c.rs { // the same entries, in the order of the bytes
+			entries[i] = deltaEntry{res: r, name: r.Name}
+		}
+		return st.sendWire(deltaWire(resp, [][]byte{c.deltaEntries()}, resources))
 	}
 	parts := make([][]byte, len(entries))
 	for i := range entries {
@@ -328,6 +340,16 @@ func deltaEntries(t *resource.Type, items []item, removed []string) []deltaEntry
 		out = append(out, e)
 	}
 	return out
+}
+
+// plain reports whether every entry is a resource without aliases.
+func plain(entries []deltaEntry) bool {
+	for i := range entries {
+		if entries[i].res == nil || len(entries[i].aliases) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // message returns the entry as a message.

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync"
+
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -19,6 +21,35 @@ type canonical struct {
 	ttls  int
 	rs    []*resource.Resource // the snapshot's, which keys mirrors
 	flags uint8
+
+	// Every resource as the entries of a response, made on first use.
+	sotwOnce, deltaOnce sync.Once
+	sotw, delta         []byte
+}
+
+// sotwEntries returns the resources field of a SotW response carrying
+// every resource of the list (the bytes are shared: do not modify them).
+func (c *canonical) sotwEntries() []byte {
+	c.sotwOnce.Do(func() { c.sotw = concat(c.rs, (*resource.Resource).SotWField) })
+	return c.sotw
+}
+
+// deltaEntries is sotwEntries for an incremental response.
+func (c *canonical) deltaEntries() []byte {
+	c.deltaOnce.Do(func() { c.delta = concat(c.rs, (*resource.Resource).DeltaField) })
+	return c.delta
+}
+
+func concat(rs []*resource.Resource, field func(*resource.Resource) []byte) []byte {
+	n := 0
+	for _, r := range rs {
+		n += len(field(r))
+	}
+	out := make([]byte, 0, n)
+	for _, r := range rs {
+		out = append(out, field(r)...)
+	}
+	return out
 }
 
 type canonicalKey struct {
