@@ -256,6 +256,9 @@ func (st *stream) sotwResources(ts *typeState, w work) []*resource.Resource {
 // removed names and the response's items.
 func deltaRemovals(snap *cache.Snapshot, ts *typeState, w work) ([]string, []item) {
 	items := w.upserts
+	if len(w.removals) == 0 {
+		return nil, items
+	}
 	sent := make(map[string]bool, len(items))
 	for _, it := range items {
 		if it.res != nil {
