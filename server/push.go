@@ -150,7 +150,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		st.srv.metrics.latency.observe(time.Since(st.publishedAt))
 	}
 	if st.delta {
-		return st.sendDelta(ts, deltaEntries(ts.t, items, removed), removed, nonce)
+		return st.sendDelta(ts, items, removed, nonce)
 	}
 	rs := st.sotwResources(ts, w)
 	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
@@ -180,8 +180,17 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	return st.sendWire(sotwWire(resp, parts, bodies))
 }
 
-// sendDelta writes an incremental response with entries and removed.
-func (st *stream) sendDelta(ts *typeState, entries []deltaEntry, removed []string, nonce string) error {
+// sendDelta writes an incremental response with items and removed.
+func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce string) error {
+	// A response with everything the stream holds, which many streams
+	// hold, is written from shared bytes; its entries, in their order, are
+	// made only if a codec other than ours asks.
+	c := ts.shared
+	whole := c != nil && len(removed) == 0 && len(items) == len(c.keys) && plain(items)
+	var entries []deltaEntry
+	if !whole {
+		entries = deltaEntries(ts.t, items, removed)
+	}
 	resp := &discovery.DeltaDiscoveryResponse{
 		SystemVersionInfo: ts.lastVersion,
 		TypeUrl:           ts.t.URL,
@@ -189,6 +198,12 @@ func (st *stream) sendDelta(ts *typeState, entries []deltaEntry, removed []strin
 		RemovedResources:  removed,
 	}
 	resources := func() {
+		if whole {
+			entries = make([]deltaEntry, len(c.rs))
+			for i, r := range c.rs {
+				entries[i] = deltaEntry{res: r, name: r.Name}
+			}
+		}
 		resp.Resources = make([]*discovery.Resource, len(entries))
 		for i := range entries {
 			resp.Resources[i] = entries[i].message(ts.t)
@@ -198,11 +213,7 @@ func (st *stream) sendDelta(ts *typeState, entries []deltaEntry, removed []strin
 		resources()
 		return st.sendDeltaResp(resp)
 	}
-	if c := ts.shared; c != nil && len(removed) == 0 && len(entries) == len(c.keys) && plain(entries) {
-		// Everything the stream holds, which many streams hold.
-		for i, r := range c.rs { // the same entries, in the order of the bytes
-			entries[i] = deltaEntry{res: r, name: r.Name}
-		}
+	if whole {
 		return st.sendWire(deltaWire(resp, [][]byte{c.deltaEntries()}, resources))
 	}
 	parts := make([][]byte, len(entries))
@@ -345,10 +356,10 @@ func deltaEntries(t *resource.Type, items []item, removed []string) []deltaEntry
 	return out
 }
 
-// plain reports whether every entry is a resource without aliases.
-func plain(entries []deltaEntry) bool {
-	for i := range entries {
-		if entries[i].res == nil || len(entries[i].aliases) > 0 {
+// plain reports whether every item is a resource under its own name.
+func plain(items []item) bool {
+	for _, it := range items {
+		if it.res == nil || it.alias {
 			return false
 		}
 	}

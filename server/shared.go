@@ -148,3 +148,33 @@ func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item
 	l.keys, l.shared, l.xor, l.ttls = c.keys, c, c.xor, c.ttls
 	return true
 }
+
+// adoptWhole makes the list snap's canonical list of t, without building a
+// list of its own first, when upserts carry every resource of the type (a
+// stream's first response) and the list has either no keys (a wildcard) or
+// exactly the type's names, all subscribed and none dropped. It reports
+// whether it did; if not, the list is unchanged.
+func (l *keyList) adoptWhole(snap *cache.Snapshot, t *resource.Type, upserts []item) bool {
+	rs := snap.Sorted(t)
+	if len(rs) < minShared || len(upserts) != len(rs) || l.nDropped > 0 || (len(l.keys) != 0 && len(l.keys) != len(rs)) {
+		return false
+	}
+	for _, it := range upserts {
+		if it.alias || it.res == nil {
+			return false
+		}
+	}
+	// upserts hold distinct keys resolved in snap: with as many as snap has,
+	// they are all of its resources.
+	flags := fHas
+	for i := range l.keys {
+		if e := &l.keys[i]; e.key != rs[i].Name || e.flags&^(fResend|fHas) != fNamed {
+			return false
+		}
+		flags = fNamed | fHas
+	}
+	c := canonicalOf(snap, t, flags)
+	l.keys, l.shared, l.xor, l.ttls = c.keys, c, c.xor, c.ttls
+	l.nHeld, l.nResend, l.slack = len(c.keys), 0, false
+	return true
+}

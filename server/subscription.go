@@ -210,6 +210,13 @@ type work struct {
 // removal, resources that are gone. delta selects the incremental rules.
 func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	var w work
+	upsert := func(it item) {
+		if w.upserts == nil && ts.reeval {
+			// Sized for everything at once: a new stream's first response.
+			w.upserts = make([]item, 0, len(ts.keys)+snap.Len(ts.t))
+		}
+		w.upserts = append(w.upserts, it)
+	}
 	// check evaluates key, whose entry is at index i (-1 if it has none).
 	// It changes entries but never adds or removes one.
 	check := func(key string, i int) {
@@ -245,7 +252,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			}
 		case r != nil:
 			if again || !has || held == nil || held.Version != r.Version {
-				w.upserts = append(w.upserts, item{key: key, res: r, alias: alias})
+				upsert(item{key: key, res: r, alias: alias})
 			}
 		case has && held != nil:
 			if delta || ts.t.FullState {
@@ -254,7 +261,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				ts.forget(ts.mutable(i)) // SotW cannot say this; the client keeps its copy
 			}
 		case delta && (!has || again):
-			w.upserts = append(w.upserts, item{key: key}) // does not exist (D5)
+			upsert(item{key: key}) // does not exist (D5)
 		}
 	}
 	if ts.reeval {
@@ -299,7 +306,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 func (ts *typeState) settle(w work, withRemovals bool, snap *cache.Snapshot) {
 	ts.reeval = false
 	ts.dirty = nil
-	if len(w.removals) == 0 && ts.advance(snap, ts.t, w.upserts) {
+	if len(w.removals) == 0 && (ts.advance(snap, ts.t, w.upserts) || ts.adoptWhole(snap, ts.t, w.upserts)) {
 		return
 	}
 	ts.own()
