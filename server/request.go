@@ -7,6 +7,7 @@ import (
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -27,7 +28,17 @@ const (
 // codec it is decoded into msg as usual.
 type sotwRequest struct {
 	msg discovery.DiscoveryRequest
-	raw []byte // set by Codec instead of decoding
+	raw []byte     // set by Codec instead of decoding
+	buf mem.Buffer // holds raw, from gRPC's buffer pool: see release
+}
+
+// release gives raw's buffer back to gRPC's pool once the request is
+// handled (nothing keeps a reference into raw).
+func (r *sotwRequest) release() {
+	if r.buf != nil {
+		r.buf.Free()
+		r.buf, r.raw = nil, nil
+	}
 }
 
 // ProtoReflect lets codecs other than ours decode into msg.

@@ -116,7 +116,10 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
 	}
-	return serve(st, recv, st.handleSotwWire)
+	return serve(st, recv, func(r *sotwRequest) error {
+		defer r.release()
+		return st.handleSotwWire(r)
+	})
 }
 
 // serveDelta runs an incremental stream; only is nil for ADS.

@@ -118,7 +118,8 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 // stream to decode (see sotwRequest).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	if r, ok := v.(*sotwRequest); ok {
-		r.raw = data.Materialize()
+		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool()) // no copy if in one piece
+		r.raw = r.buf.ReadOnlyData()
 		return nil
 	}
 	return protoCodec.Unmarshal(data, v)
