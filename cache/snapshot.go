@@ -50,8 +50,11 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 			ts.byAlias[a] = r
 		}
 	}
+	byName := func(a, b *resource.Resource) int { return strings.Compare(a.Name, b.Name) }
 	for _, ts := range s.types {
-		slices.SortFunc(ts.sorted, func(a, b *resource.Resource) int { return strings.Compare(a.Name, b.Name) })
+		if !slices.IsSortedFunc(ts.sorted, byName) { // often given in order
+			slices.SortFunc(ts.sorted, byName)
+		}
 	}
 	return s, nil
 }

@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +21,27 @@ type Loader struct {
 	fsys  fs.FS
 	name  string                // shown in errors
 	files map[string]*fileState // by path relative to the root
+	paths []string              // the keys of files, sorted; nil when to be made again
+}
+
+// removeFile forgets the file rel.
+func (l *Loader) removeFile(rel string) {
+	if _, ok := l.files[rel]; ok {
+		delete(l.files, rel)
+		l.paths = nil
+	}
+}
+
+// sortedPaths returns the paths of the files, sorted.
+func (l *Loader) sortedPaths() []string {
+	if l.paths == nil {
+		l.paths = make([]string, 0, len(l.files))
+		for p := range l.files {
+			l.paths = append(l.paths, p)
+		}
+		slices.Sort(l.paths)
+	}
+	return l.paths
 }
 
 // fileState is what a file held when last read.
@@ -115,7 +136,7 @@ func (l *Loader) Load() (*Result, error) {
 	}
 	for rel := range l.files {
 		if !seen[rel] {
-			delete(l.files, rel)
+			l.removeFile(rel)
 		}
 	}
 	res, err := l.assemble()
@@ -140,7 +161,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		info, err := fs.Stat(l.fsys, rel)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
-				delete(l.files, rel)
+				l.removeFile(rel)
 				continue
 			}
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
@@ -171,13 +192,16 @@ func (l *Loader) refresh(rel string, info fs.FileInfo) (read int, exists bool, e
 	}
 	data, err := fs.ReadFile(l.fsys, rel)
 	if errors.Is(err, fs.ErrNotExist) {
-		delete(l.files, rel) // removed since it was listed
+		l.removeFile(rel) // removed since it was listed
 		return 0, false, nil
 	}
 	if err != nil {
 		return 0, true, err
 	}
 	entries, probs := parseFile(rel, data)
+	if _, ok := l.files[rel]; !ok {
+		l.paths = nil
+	}
 	l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
 	return 1, true, nil
 }
@@ -193,11 +217,7 @@ func stampOf(info fs.FileInfo) stamp {
 // assemble checks the files together: parse problems, duplicate names
 // across files, and references.
 func (l *Loader) assemble() (*Result, error) {
-	paths := make([]string, 0, len(l.files))
-	for p := range l.files {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
+	paths := l.sortedPaths()
 	total := 0
 	for _, f := range l.files {
 		total += len(f.entries)
@@ -242,12 +262,11 @@ func (l *Loader) assemble() (*Result, error) {
 	if len(probs) > 0 {
 		return nil, &Error{Problems: probs}
 	}
-	sort.Slice(res.Resources, func(i, j int) bool {
-		a, b := res.Resources[i], res.Resources[j]
+	slices.SortFunc(res.Resources, func(a, b *resource.Resource) int {
 		if a.Type != b.Type {
-			return a.Type.Order < b.Type.Order
+			return a.Type.Order - b.Type.Order
 		}
-		return a.Name < b.Name
+		return strings.Compare(a.Name, b.Name)
 	})
 	return res, nil
 }

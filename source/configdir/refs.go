@@ -12,7 +12,7 @@ import (
 // checkReferences rejects a route that names a cluster that does not exist
 // and an EDS cluster whose endpoints resource does not exist.
 func checkReferences(all []entry) []Problem {
-	clusters, endpoints := make(map[string]bool), make(map[string]bool)
+	clusters, endpoints := make(map[string]bool, len(all)/2), make(map[string]bool, len(all)/2)
 	for _, e := range all {
 		switch e.res.Type.URL {
 		case resource.ClusterType:
