@@ -14,7 +14,7 @@ const maxPending = 16
 
 // Watcher is one stream's view of its group: the latest snapshot and what
 // changed since the stream last looked. The cache writes to it without
-// blocking; the stream reads it from its own goroutine.
+// blocking; the stream reads it (Take) under its own lock.
 type Watcher struct {
 	cache *Cache        // read-only after Watch
 	node  *corev3.Node  // read-only after Watch

@@ -100,7 +100,6 @@ func (l *keyList) held() iter.Seq2[string, *resource.Resource] {
 // mergeKeys calls f on the keyEntry of each of keys (sorted, without
 // duplicates), adding the missing ones, in one pass.
 func (l *keyList) mergeKeys(keys []string, f func(i int, e *keyEntry)) {
-	l.own()
 	missing, j := 0, 0
 	for _, k := range keys {
 		for j < len(l.keys) && l.keys[j].key < k {
@@ -110,9 +109,13 @@ func (l *keyList) mergeKeys(keys []string, f func(i int, e *keyEntry)) {
 			missing++
 		}
 	}
+	if missing == 0 {
+		l.own() // changed in place
+	}
 	old := l.keys
 	if missing > 0 {
-		l.keys = make([]keyEntry, 0, len(old)+missing)
+		l.keys = make([]keyEntry, 0, len(old)+missing) // a new list: the old one may be shared
+		l.shared = nil
 	}
 	j = 0
 	for i, k := range keys {

@@ -162,7 +162,9 @@ func (st *stream) handleSotwWire(r *sotwRequest) error {
 }
 
 // digestNames is the digest of names as a request encodes them: the same
-// as sotwRequest.decode's for a request whose names come in one run.
+// as sotwRequest.decode's for the same names, however they are split into
+// runs (the hash is streamed), unless a client encodes tags or lengths in
+// more bytes than needed.
 func digestNames(names []string) namesDigest {
 	var h maphash.Hash
 	h.SetSeed(digestSeed)

@@ -2,10 +2,12 @@
 // aggregated (ADS) and per-type services, state of the world (SotW) and
 // incremental (delta).
 //
-// Each stream has one goroutine that owns its protocol state and is the only
-// one to send on it; a second goroutine receives requests. Publishing a
-// snapshot never blocks on a stream: a client that stops reading delays
-// nobody else. Each type has at most one un-ACKed response in flight per
+// An idle stream has one goroutine, its gRPC handler, blocked receiving;
+// it handles each request under the stream's lock. A publication or a
+// timer starts a goroutine of the stream's for as long as it takes to push.
+// Publishing a snapshot never blocks on a stream: a client that stops
+// reading delays nobody else. Streams that hold every resource of a type at
+// its current version share one record of it (see shared.go). Each type has at most one un-ACKed response in flight per
 // stream; newer states coalesce while it waits. A NACKed version is recorded
 // (see Server.Status) and not sent again.
 //

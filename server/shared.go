@@ -2,6 +2,7 @@ package server
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
@@ -21,6 +22,7 @@ type canonical struct {
 	ttls  int
 	rs    []*resource.Resource // the snapshot's, which keys mirrors
 	flags uint8
+	id    uint64 // unique among canonical lists
 
 	// Every resource as the entries of a response, made on first use.
 	sotwOnce, deltaOnce sync.Once
@@ -52,6 +54,13 @@ func concat(rs []*resource.Resource, field func(*resource.Resource) []byte) []by
 	return out
 }
 
+// transitionKey memoizes a transition by its list's id rather than the
+// list itself, which the later snapshot need not keep alive.
+type transitionKey struct{ from uint64 }
+
+// canonicalIDs numbers canonical lists.
+var canonicalIDs atomic.Uint64
+
 type canonicalKey struct {
 	t     *resource.Type
 	flags uint8
@@ -62,7 +71,7 @@ type canonicalKey struct {
 func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical {
 	return snap.Memo(canonicalKey{t, flags}, func() any {
 		rs := snap.Sorted(t)
-		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags}
+		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
 		for i, r := range rs {
 			c.keys[i] = keyEntry{key: r.Name, res: r, flags: flags}
 			c.xor ^= r.Hash()
@@ -82,7 +91,7 @@ var minShared = 16
 // same: every resource of the type, each held at its current version, all
 // with the same flags, nothing to resend or dropped.
 func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
-	if l.shared != nil || len(l.keys) < minShared || l.nResend > 0 || l.nDropped > 0 {
+	if l.shared != nil || len(l.keys) == 0 || len(l.keys) < minShared || l.nResend > 0 || l.nDropped > 0 {
 		return
 	}
 	rs := snap.Sorted(t)
@@ -94,7 +103,8 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 		return
 	}
 	for i := range l.keys {
-		if e := &l.keys[i]; e.flags != flags || e.res != rs[i] || e.key != rs[i].Name {
+		// Versions, not pointers: a source may rebuild a resource unchanged.
+		if e := &l.keys[i]; e.flags != flags || e.res == nil || e.res.Version != rs[i].Version || e.key != rs[i].Name {
 			return
 		}
 	}
@@ -113,14 +123,14 @@ type transition struct {
 // transitionOf returns the transition from the canonical list c to snap's
 // resources of t, made once per snapshot and list.
 func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
-	return snap.Memo(c, func() any {
+	return snap.Memo(transitionKey{c.id}, func() any {
 		rs := snap.Sorted(t)
 		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]*resource.Resource{}}
 		for i := 0; tr.sameKeys && i < len(rs); i++ {
 			switch {
 			case rs[i].Name != c.rs[i].Name:
 				tr.sameKeys = false
-			case rs[i] != c.rs[i]:
+			case rs[i].Version != c.rs[i].Version:
 				tr.changed[rs[i].Name] = rs[i]
 			}
 		}

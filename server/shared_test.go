@@ -86,6 +86,18 @@ func TestSharedKeyLists(t *testing.T) {
 		t.Fatal("after the change x does not share the new snapshot's list")
 	}
 
+	// A source rebuilds a unchanged while c changes: x still moves on.
+	c2 := x.shared
+	snap3 := cache.MustSnapshot(cluster("a", 1), b2, cluster("c", 3))
+	x.markDirty([]string{"c"})
+	if w = x.evaluate(snap3, true); len(w.upserts) != 1 {
+		t.Fatalf("work %+v, want one upsert (c)", w)
+	}
+	x.settle(w, true, snap3)
+	if x.shared == nil || x.shared == c2 {
+		t.Fatal("a resource rebuilt at the same version stops x sharing")
+	}
+
 	// y unsubscribes from c: it copies its list.
 	y.subscribe(nil, []string{"c"}, false)
 	w = y.evaluate(snap1, true)
@@ -102,7 +114,7 @@ func TestSharedKeyLists(t *testing.T) {
 	}); !slices.Equal(got, []string{"a", "b"}) {
 		t.Fatalf("y holds %v, want [a b]", got)
 	}
-	for _, c := range []*canonical{c1, x.shared} {
+	for _, c := range []*canonical{c1, c2, x.shared} {
 		if !c.intact() {
 			t.Fatal("a canonical list was written into")
 		}

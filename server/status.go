@@ -58,8 +58,8 @@ type statusRegistry struct {
 	nextID  uint64
 }
 
-// streamStatus is the shared, locked status of one stream; its stream's
-// goroutine writes it, Server.Status reads it.
+// streamStatus is the shared, locked status of one stream; its stream
+// writes it, Server.Status reads it.
 type streamStatus struct {
 	mu sync.Mutex // guards s
 	s  StreamStatus

@@ -97,7 +97,6 @@ func (st *stream) turn(handle func() error) error {
 	err := st.step(handle)
 	if err != nil {
 		st.failed = err
-		st.logger().Warn("closing stream", "error", err)
 	}
 	return err
 }
@@ -105,6 +104,7 @@ func (st *stream) turn(handle func() error) error {
 func (st *stream) step(handle func() error) error {
 	if handle != nil {
 		if err := handle(); err != nil {
+			st.logger().Warn("closing stream", "error", err)
 			return err
 		}
 	}
@@ -117,15 +117,22 @@ func (st *stream) step(handle func() error) error {
 	}
 	if st.hb.due(now) {
 		if err := st.sendHeartbeats(); err != nil {
-			return err
+			return st.sendFailed(err)
 		}
 	}
 	if err := st.push(); err != nil {
-		return err
+		return st.sendFailed(err)
 	}
 	st.publishedAt = time.Time{} // later responses answer requests, not the publication
 	st.rearmHeartbeat()
 	return nil
+}
+
+// sendFailed logs a failed send, which most often means the client has
+// gone, and returns err.
+func (st *stream) sendFailed(err error) error {
+	st.logger().Debug("stream ends: a send failed", "error", err)
+	return err
 }
 
 // takeSnapshot adopts the watcher's latest snapshot and marks what changed.

@@ -145,29 +145,29 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 // holdItems records that the client holds each item's resource under its
 // key.
 func (ts *typeState) holdItems(items []item) {
-	if len(items) == 0 {
-		return
-	}
-	ts.own()
-	var missing []item
+	missing := 0
 	for _, it := range items {
-		if e := ts.lookup(it.key); e != nil {
-			ts.hold(e, it.res)
-		} else {
-			missing = append(missing, it)
+		if ts.index(it.key) < 0 {
+			missing++
 		}
 	}
-	if len(missing) == 0 {
+	if missing == 0 {
+		ts.own()
+		for _, it := range items {
+			ts.hold(&ts.keys[ts.index(it.key)], it.res)
+		}
 		return
 	}
-	if !slices.IsSortedFunc(missing, compareItems) {
-		slices.SortFunc(missing, compareItems)
+	// New keys: one pass builds the new list and holds every item.
+	if !slices.IsSortedFunc(items, compareItems) {
+		items = slices.Clone(items)
+		slices.SortFunc(items, compareItems)
 	}
-	keys := make([]string, len(missing))
-	for i, it := range missing {
+	keys := make([]string, len(items))
+	for i, it := range items {
 		keys[i] = it.key
 	}
-	ts.mergeKeys(keys, func(i int, e *keyEntry) { ts.hold(e, missing[i].res) })
+	ts.mergeKeys(keys, func(i int, e *keyEntry) { ts.hold(e, items[i].res) })
 }
 
 // markDirty records keys that changed in the snapshot; past
