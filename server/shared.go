@@ -109,7 +109,7 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 		}
 	}
 	c := canonicalOf(snap, t, flags)
-	l.keys, l.shared = c.keys, c
+	l.keys, l.shared, l.xor, l.ttls = c.keys, c, c.xor, c.ttls
 }
 
 // transition is what differs between a canonical list and the same type's

@@ -251,8 +251,13 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				ts.forget(ts.mutable(i))
 			}
 		case r != nil:
-			if again || !has || held == nil || held.Version != r.Version {
+			switch {
+			case again || !has || held == nil || held.Version != r.Version:
 				upsert(item{key: key, res: r, alias: alias})
+			case held.Body == nil && flags&fHas != 0:
+				// A version the client said it has (D6): the same
+				// resource, whose TTL it now gets heartbeats for.
+				ts.hold(ts.mutable(i), r)
 			}
 		case has && held != nil:
 			if delta || ts.t.FullState {

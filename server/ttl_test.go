@@ -56,6 +56,21 @@ func TestTTL(t *testing.T) {
 		}
 	})
 
+	t.Run("L2_heartbeats_after_a_resume_at_the_current_version", func(t *testing.T) {
+		// A delta client reconnects holding the TTL resource at its current
+		// version (D6): nothing is resent, but its TTL must still be kept
+		// alive.
+		res := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
+		e := start(t, res)
+		s := e.DeltaADS(t)
+		s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("n"), TypeUrl: eds, ResourceNamesSubscribe: []string{"a"},
+			InitialResourceVersions: map[string]string{"a": res.Version}})
+		hb := s.Recv()
+		if len(hb.Resources) != 1 || hb.Resources[0].Resource != nil || hb.Resources[0].GetTtl().AsDuration() != 200*time.Millisecond {
+			t.Fatalf("first response after resuming %v, want a heartbeat of a", hb)
+		}
+	})
+
 	t.Run("L3_sotw_wrapper_only_for_clients_that_ask", func(t *testing.T) {
 		res := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
 		e := start(t, res)
