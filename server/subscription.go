@@ -213,7 +213,11 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	upsert := func(it item) {
 		if w.upserts == nil && ts.reeval {
 			// Sized for everything at once: a new stream's first response.
-			w.upserts = make([]item, 0, len(ts.keys)+snap.Len(ts.t))
+			n := len(ts.keys)
+			if ts.wildcard {
+				n += snap.Len(ts.t)
+			}
+			w.upserts = make([]item, 0, n)
 		}
 		w.upserts = append(w.upserts, it)
 	}
