@@ -183,6 +183,7 @@ func (c *Cache) watch(w *Watcher, n *corev3.Node) bool {
 	g := c.builtGroupLocked(w.group)
 	g.watchers[w] = struct{}{}
 	w.snap = g.snap
+	w.news.Store(g.snap != nil)
 	return g.snap != nil
 }
 

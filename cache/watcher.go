@@ -2,6 +2,7 @@ package cache
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -22,6 +23,10 @@ type Watcher struct {
 	kick  chan struct{} // nil when onChange is set
 	// onChange, when set, is called instead of signalling kick.
 	onChange func()
+
+	// news is set when there is something to Take (written under mu, read
+	// without it).
+	news atomic.Bool
 
 	mu      sync.Mutex // guards the fields below
 	snap    *Snapshot
@@ -48,10 +53,16 @@ func (w *Watcher) Kick() <-chan struct{} { return w.kick }
 func (w *Watcher) Take() (*Snapshot, Pending, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.news.Store(false)
 	p, at := w.pending, w.at
 	w.pending, w.at = Pending{}, time.Time{}
 	return w.snap, p, at
 }
+
+// HasNews reports whether a snapshot or a change arrived since the last
+// Take (or whether Take has never been called on a group with a snapshot):
+// a cheap test before Take.
+func (w *Watcher) HasNews() bool { return w.news.Load() }
 
 // Close unregisters the watcher.
 func (w *Watcher) Close() { w.cache.unwatch(w) }
@@ -62,6 +73,7 @@ func (w *Watcher) notifyAll(s *Snapshot) {
 	w.mu.Lock()
 	w.snap = s
 	w.pending = Pending{All: true}
+	w.news.Store(true)
 	w.mu.Unlock()
 	w.wake()
 }
@@ -82,6 +94,7 @@ func (w *Watcher) notify(s *Snapshot, ch Changes, at time.Time) {
 	default:
 		w.pending.Changes = append(w.pending.Changes, ch)
 	}
+	w.news.Store(true)
 	w.mu.Unlock()
 	w.wake()
 }

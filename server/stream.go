@@ -108,7 +108,7 @@ func (st *stream) step(handle func() error) error {
 			return err
 		}
 	}
-	if st.watcher != nil {
+	if st.watcher != nil && st.watcher.HasNews() {
 		st.takeSnapshot()
 	}
 	now := time.Now()
