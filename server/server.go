@@ -118,10 +118,7 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
 	}
-	return serve(st, recv, func(r *sotwRequest) error {
-		defer r.release()
-		return st.handleSotwWire(r)
-	})
+	return serve(st, recv, st.handleSotwWire)
 }
 
 // serveDelta runs an incremental stream; only is nil for ADS.

@@ -68,7 +68,11 @@ func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error
 			}
 			return err
 		}
-		if err := st.turn(func() error { return handle(req) }); err != nil {
+		err = st.turn(func() error { return handle(req) })
+		if r, ok := any(req).(interface{ release() }); ok {
+			r.release() // the request's bytes go back to gRPC's pool
+		}
+		if err != nil {
 			return err
 		}
 	}
