@@ -160,10 +160,15 @@ func (r *recorder) wantDNE(t *testing.T, name string) {
 	}
 }
 
-// port returns the port of the first endpoint of a ClusterLoadAssignment.
+// port returns the port of the first endpoint of a ClusterLoadAssignment,
+// 0 if it has none (the fuzz target sends such ones too).
 func port(u client.Update) uint32 {
-	cla := u.Message.(*endpointv3.ClusterLoadAssignment)
-	return cla.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
+	cla, _ := u.Message.(*endpointv3.ClusterLoadAssignment)
+	eps := cla.GetEndpoints()
+	if len(eps) == 0 || len(eps[0].GetLbEndpoints()) == 0 {
+		return 0
+	}
+	return eps[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue()
 }
 
 // eventually polls cond until it holds or the timeout passes.
