@@ -108,19 +108,14 @@ func (s *Snapshot) Len(t *resource.Type) int {
 
 // Each calls f for every resource of type t, in the order of their names.
 func (s *Snapshot) Each(t *resource.Type, f func(*resource.Resource)) {
-	for _, r := range s.Sorted(t) {
+	for _, r := range s.Resources(t) {
 		f(r)
 	}
 }
 
-// Resources returns the resources of type t sorted by name.
+// Resources returns the resources of type t sorted by name. The slice is
+// the snapshot's own: do not modify it.
 func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
-	return slices.Clone(s.Sorted(t))
-}
-
-// Sorted returns the resources of type t sorted by name. The slice is the
-// snapshot's own: do not modify it.
-func (s *Snapshot) Sorted(t *resource.Type) []*resource.Resource {
 	if s == nil || s.types[t] == nil {
 		return nil
 	}

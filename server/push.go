@@ -152,7 +152,17 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	if st.delta {
 		return st.sendDelta(ts, items, removed, nonce)
 	}
-	rs := st.sotwResources(ts, w)
+	// A response with everything the stream holds, which many streams
+	// hold, is written from shared bytes.
+	c := ts.shared
+	whole := c != nil && !(st.wrapTTL && c.ttls > 0) &&
+		(ts.t.FullState || (len(w.upserts) == len(c.keys) && plain(w.upserts)))
+	var rs []*resource.Resource
+	if whole {
+		rs = c.rs // the same resources, in the order of the bytes
+	} else {
+		rs = st.sotwResources(ts, w)
+	}
 	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
 	bodies := func() {
 		resp.Resources = make([]*anypb.Any, len(rs))
@@ -164,9 +174,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		bodies()
 		return st.sendSotw(resp)
 	}
-	if c := ts.shared; c != nil && len(rs) == len(c.keys) && !(st.wrapTTL && c.ttls > 0) {
-		// Everything the stream holds, which many streams hold.
-		rs = c.rs // the same resources, in the order of the bytes
+	if whole {
 		return st.sendWire(sotwWire(resp, [][]byte{c.sotwEntries()}, bodies))
 	}
 	parts := make([][]byte, len(rs))

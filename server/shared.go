@@ -70,7 +70,7 @@ type canonicalKey struct {
 // snapshot.
 func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical {
 	return snap.Memo(canonicalKey{t, flags}, func() any {
-		rs := snap.Sorted(t)
+		rs := snap.Resources(t)
 		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
 		for i, r := range rs {
 			c.keys[i] = keyEntry{key: r.Name, res: r, flags: flags}
@@ -94,7 +94,7 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 	if l.shared != nil || len(l.keys) == 0 || len(l.keys) < minShared || l.nResend > 0 || l.nDropped > 0 {
 		return
 	}
-	rs := snap.Sorted(t)
+	rs := snap.Resources(t)
 	if len(rs) != len(l.keys) {
 		return
 	}
@@ -124,7 +124,7 @@ type transition struct {
 // resources of t, made once per snapshot and list.
 func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
 	return snap.Memo(transitionKey{c.id}, func() any {
-		rs := snap.Sorted(t)
+		rs := snap.Resources(t)
 		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]*resource.Resource{}}
 		for i := 0; tr.sameKeys && i < len(rs); i++ {
 			switch {
@@ -165,7 +165,7 @@ func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item
 // exactly the type's names, all subscribed and none dropped. It reports
 // whether it did; if not, the list is unchanged.
 func (l *keyList) adoptWhole(snap *cache.Snapshot, t *resource.Type, upserts []item) bool {
-	rs := snap.Sorted(t)
+	rs := snap.Resources(t)
 	if len(rs) < minShared || len(upserts) != len(rs) || l.nDropped > 0 || (len(l.keys) != 0 && len(l.keys) != len(rs)) {
 		return false
 	}

@@ -145,29 +145,26 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 // holdItems records that the client holds each item's resource under its
 // key.
 func (ts *typeState) holdItems(items []item) {
-	missing := 0
+	var missing []item
 	for _, it := range items {
-		if ts.index(it.key) < 0 {
-			missing++
+		if i := ts.index(it.key); i >= 0 {
+			ts.hold(ts.mutable(i), it.res)
+		} else {
+			missing = append(missing, it)
 		}
 	}
-	if missing == 0 {
-		ts.own()
-		for _, it := range items {
-			ts.hold(&ts.keys[ts.index(it.key)], it.res)
-		}
+	if len(missing) == 0 {
 		return
 	}
-	// New keys: one pass builds the new list and holds every item.
-	if !slices.IsSortedFunc(items, compareItems) {
-		items = slices.Clone(items)
-		slices.SortFunc(items, compareItems)
+	// New keys: one pass builds the new list with them.
+	if !slices.IsSortedFunc(missing, compareItems) {
+		slices.SortFunc(missing, compareItems)
 	}
-	keys := make([]string, len(items))
-	for i, it := range items {
+	keys := make([]string, len(missing))
+	for i, it := range missing {
 		keys[i] = it.key
 	}
-	ts.mergeKeys(keys, func(i int, e *keyEntry) { ts.hold(e, items[i].res) })
+	ts.mergeKeys(keys, func(i int, e *keyEntry) { ts.hold(e, missing[i].res) })
 }
 
 // markDirty records keys that changed in the snapshot; past
@@ -278,7 +275,7 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 			check(ts.keys[i].key, i)
 		}
 		if ts.wildcard {
-			for _, r := range snap.Sorted(ts.t) {
+			for _, r := range snap.Resources(ts.t) {
 				if ts.index(r.Name) < 0 {
 					check(r.Name, -1)
 				}
