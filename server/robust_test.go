@@ -299,7 +299,9 @@ func sendBlocked() bool {
 	buf := make([]byte, 64<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for g := range strings.SplitSeq(string(buf), "\n\n") {
-		if strings.Contains(g, "server.(*stream).send(") && strings.Contains(g, "writeQuota") {
+		// grpc-go's transport waits for write quota; h2grpc for window.
+		if strings.Contains(g, "server.(*stream).send(") &&
+			(strings.Contains(g, "writeQuota") || strings.Contains(g, "sync.(*Cond).Wait")) {
 			return true
 		}
 	}

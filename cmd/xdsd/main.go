@@ -84,6 +84,7 @@ func serve(args []string, stderr io.Writer) int {
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
+		transport = fs.String("grpc-transport", "xdsd", "gRPC server transport: xdsd (its own HTTP/2 transport, made for large fleets of\nmostly idle streams) or grpc-go (grpc-go's)")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: xdsd serve [flags]\n\nServes the resources of --config-dir over xDS (ADS and per-type services, SotW and\nincremental) and reloads them when files change. Every flag may also be set with an\nenvironment variable: XDSD_ and the flag name in capitals with _ for -\n(for example XDSD_CONFIG_DIR); a flag given on the command line wins.\n\nFlags:\n")
@@ -128,6 +129,7 @@ func serve(args []string, stderr io.Writer) int {
 		ClientCA:        *clientCA,
 		Logger:          logger,
 		ShutdownGrace:   *grace,
+		GRPCTransport:   *transport,
 	})
 	if err != nil {
 		logger.Error("xdsd stopped", "error", err)

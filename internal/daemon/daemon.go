@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"crypto/tls"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -24,6 +25,7 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/examples"
 	"github.com/xdsd/xdsd/fileout"
+	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
@@ -62,6 +64,9 @@ type Options struct {
 	// ShutdownGrace is how long streams may run after the context ends
 	// before they are cut. Zero means five seconds.
 	ShutdownGrace time.Duration
+	// GRPCTransport picks the gRPC server transport: "xdsd" (or empty) for
+	// xdsd's own (package h2grpc), "grpc-go" for grpc-go's.
+	GRPCTransport string
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
 }
@@ -104,15 +109,19 @@ func Run(ctx context.Context, o Options) error {
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
 
-	gopts := server.GRPCOptions()
+	var tlsConfig *tls.Config
 	if o.TLSCert != "" || o.TLSKey != "" {
 		cfg, err := tlsfiles.NewServerConfig(tlsfiles.Config{CertFile: o.TLSCert, KeyFile: o.TLSKey, ClientCAFile: o.ClientCA, Logger: o.Logger})
 		if err != nil {
 			return fmt.Errorf("tls: %w", err)
 		}
-		gopts = append(gopts, grpc.Creds(credentials.NewTLS(cfg)))
+		tlsConfig = cfg
 	} else if o.ClientCA != "" {
 		return errors.New("tls: a client CA needs a server certificate and key")
+	}
+	gs, err := newGRPCServer(o.GRPCTransport, tlsConfig, o.Logger)
+	if err != nil {
+		return err
 	}
 	if o.WriteDir != "" {
 		w, err := fileout.New(o.WriteDir, cmp.Or(o.WriteFormat, "yaml"))
@@ -145,7 +154,6 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("REST listener: %w", err)
 		}
 	}
-	gs := grpc.NewServer(gopts...)
 	d.server.Register(gs)
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -209,7 +217,7 @@ func Run(ctx context.Context, o Options) error {
 
 // shutdown stops accepting, lets streams end for the grace period, then
 // cuts them.
-func (d *Daemon) shutdown(gs *grpc.Server, https []*http.Server) {
+func (d *Daemon) shutdown(gs grpcServer, https []*http.Server) {
 	d.log.Info("xdsd shutting down")
 	done := make(chan struct{})
 	go func() {
@@ -318,4 +326,29 @@ func (d *Daemon) reject(err error) {
 	d.lastErr, d.lastErrAt = err, time.Now()
 	d.mu.Unlock()
 	d.log.Error("configuration rejected; still serving the last good one", "error", err)
+}
+
+// grpcServer is the gRPC server the daemon runs: *h2grpc.Server or
+// *grpc.Server.
+type grpcServer interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	Stop()
+	GracefulStop()
+}
+
+// newGRPCServer returns the gRPC server for transport, serving TLS with
+// cfg if it is set.
+func newGRPCServer(transport string, cfg *tls.Config, log *slog.Logger) (grpcServer, error) {
+	switch transport {
+	case "", "xdsd":
+		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: log}), nil
+	case "grpc-go":
+		opts := server.GRPCOptions()
+		if cfg != nil {
+			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
+		}
+		return grpc.NewServer(opts...), nil
+	}
+	return nil, fmt.Errorf("unknown gRPC transport %q: use xdsd or grpc-go", transport)
 }

@@ -6,6 +6,7 @@ package rawxds
 import (
 	"context"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -43,7 +45,7 @@ func Start(t testing.TB, c *cache.Cache, cfg server.Config) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := grpc.NewServer(server.GRPCOptions()...) // the production path: pre-encoded responses
+	gs := NewGRPCServer()
 	srv := server.New(c, cfg)
 	srv.Register(gs)
 	done := make(chan struct{})
@@ -61,6 +63,29 @@ func Start(t testing.TB, c *cache.Cache, cfg server.Config) *Env {
 		<-done
 	})
 	return &Env{Cache: c, Server: srv, Addr: lis.Addr().String(), Conn: conn}
+}
+
+// TransportEnv names the environment variable that picks the gRPC server
+// transport tests run on: "grpc-go" for grpc-go's, anything else for
+// xdsd's own (h2grpc), the daemon's default.
+const TransportEnv = "XDSD_TEST_TRANSPORT"
+
+// GRPCServer is what tests need of a gRPC server: *grpc.Server and
+// *h2grpc.Server both are one.
+type GRPCServer interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	Stop()
+	GracefulStop()
+}
+
+// NewGRPCServer returns a server on the transport TransportEnv picks, with
+// the production options: pre-encoded responses.
+func NewGRPCServer() GRPCServer {
+	if os.Getenv(TransportEnv) == "grpc-go" {
+		return grpc.NewServer(server.GRPCOptions()...)
+	}
+	return h2grpc.NewServer(h2grpc.Options{Codec: server.Codec{}})
 }
 
 // Node returns a node with the given id.

@@ -1,0 +1,481 @@
+package h2grpc
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+)
+
+// maxFrameSize is the largest frame the server accepts (the protocol's
+// default; it does not advertise more).
+const maxFrameSize = 16 << 10
+
+// maxHeaderListSize bounds a request's header block, decoded.
+const maxHeaderListSize = 64 << 10
+
+// errConnClosed fails sends on a connection that has closed.
+var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
+
+// conn is one HTTP/2 connection. Its goroutine (serve) reads and handles
+// every frame; sends write the socket from the sender's goroutine.
+//
+// Locking: wmu serialises writes to the socket and guards the send side:
+// wbuf, the send windows (the connection's and every stream's), maxFrame,
+// werr and each stream's send state; wcond (on wmu) wakes senders waiting
+// for window. mu guards streams, lastID and goingAway. A goroutine holding
+// mu never takes wmu.
+type conn struct {
+	srv  *Server
+	nc   net.Conn
+	fr   *http2.Framer // read by serve only
+	r    io.Reader     // the socket, buffered; serve's only
+	peer *peer.Peer
+
+	// Read side, serve's only.
+	recvWin     int32 // what the client may still send on the connection
+	recvUnacked int32 // received and not yet credited back
+	handlers    sync.WaitGroup
+
+	wmu      sync.Mutex
+	wcond    sync.Cond
+	wbuf     []byte  // frames not yet written: see buf
+	wbufp    *[]byte // wbuf's handle in writeBufs
+	sendWin  int64  // the connection's send window
+	initWin  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame int    // the client's SETTINGS_MAX_FRAME_SIZE
+	werr     error  // set once a write fails or the connection closes
+
+	mu        sync.Mutex
+	streams   map[uint32]*stream
+	lastID    uint32 // highest stream id the client opened
+	goingAway bool   // GOAWAY sent: no new streams; close when none is left
+	closed    bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{srv: s, nc: nc, sendWin: 65535, initWin: 65535, maxFrame: 16384,
+		streams: make(map[uint32]*stream)}
+	c.wcond.L = &c.wmu
+	return c
+}
+
+// serve runs the connection: handshake, then frames until the connection
+// fails or closes; then it ends every stream and waits for their handlers.
+func (c *conn) serve() {
+	err := c.handshake()
+	if err == nil {
+		err = c.readLoop()
+	}
+	c.shutdown(err)
+}
+
+// handshake runs TLS if configured, reads the client preface and sends the
+// server's settings.
+func (c *conn) handshake() error {
+	o := &c.srv.opts
+	_ = c.nc.SetDeadline(time.Now().Add(o.HandshakeTimeout))
+	var auth credentials.AuthInfo
+	if o.TLS != nil {
+		tc := tls.Server(c.nc, o.TLS)
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		cs := tc.ConnectionState()
+		if p := cs.NegotiatedProtocol; p != "" && p != "h2" {
+			return errors.New("h2grpc: client negotiated " + p + ", not h2")
+		}
+		auth = credentials.TLSInfo{State: cs, CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
+		c.nc = tc
+	}
+	c.peer = &peer.Peer{Addr: c.nc.RemoteAddr(), LocalAddr: c.nc.LocalAddr(), AuthInfo: auth}
+	r := newReader(c.nc)
+	c.r = r
+	var preface [len(http2.ClientPreface)]byte
+	if _, err := io.ReadFull(r, preface[:]); err != nil {
+		return err
+	}
+	if string(preface[:]) != http2.ClientPreface {
+		return errors.New("h2grpc: not an HTTP/2 client preface")
+	}
+	_ = c.nc.SetDeadline(time.Time{})
+	c.fr = http2.NewFramer(io.Discard, r)
+	c.fr.SetReuseFrames()
+	c.fr.SetMaxReadFrameSize(maxFrameSize)
+	c.fr.MaxHeaderListSize = maxHeaderListSize
+	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.recvWin = 65535
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = appendSettings(c.buf(),
+		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
+		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},
+		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize})
+	if inc := o.InitialConnWindowSize - 65535; inc > 0 {
+		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(inc))
+		c.recvWin += inc
+	}
+	return c.flushLocked()
+}
+
+// readLoop reads and handles frames until an error.
+func (c *conn) readLoop() error {
+	first := true
+	for {
+		fh, err := c.fr.ReadFrameHeader()
+		if err != nil {
+			return err
+		}
+		if first && fh.Type != http2.FrameSettings {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		first = false
+		if fh.Type == http2.FrameData {
+			err = c.readData(fh)
+		} else {
+			var f http2.Frame
+			if f, err = c.fr.ReadFrameForHeader(fh); err == nil {
+				err = c.handle(f)
+			}
+		}
+		var se http2.StreamError
+		if errors.As(err, &se) {
+			c.resetStream(se.StreamID, se.Code)
+			continue
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// handle handles a frame other than DATA.
+func (c *conn) handle(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.MetaHeadersFrame:
+		return c.onHeaders(f)
+	case *http2.SettingsFrame:
+		return c.onSettings(f)
+	case *http2.WindowUpdateFrame:
+		return c.onWindowUpdate(f)
+	case *http2.PingFrame:
+		if !f.IsAck() {
+			c.wmu.Lock()
+			c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), f.Data[:]...)
+			err := c.flushLocked()
+			c.wmu.Unlock()
+			return err
+		}
+	case *http2.RSTStreamFrame:
+		if st := c.stream(f.StreamID); st != nil {
+			st.reset(status.Error(codes.Canceled, "h2grpc: the client reset the stream"))
+		}
+	case *http2.PushPromiseFrame:
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	case *http2.GoAwayFrame:
+		// The client opens no more streams; those open carry on.
+	}
+	return nil // PRIORITY, unknown types: ignored
+}
+
+func (c *conn) onSettings(f *http2.SettingsFrame) error {
+	if f.IsAck() {
+		return nil
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	err := f.ForeachSetting(func(s http2.Setting) error {
+		if err := s.Valid(); err != nil {
+			return err
+		}
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			delta := int64(s.Val) - c.initWin
+			c.initWin = int64(s.Val)
+			c.mu.Lock() // wmu then mu: see conn
+			for _, st := range c.streams {
+				st.sendWin += delta
+			}
+			c.mu.Unlock()
+		case http2.SettingMaxFrameSize:
+			c.maxFrame = int(s.Val)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.wcond.Broadcast()
+	c.wbuf = appendFrameHeader(c.buf(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	return c.flushLocked()
+}
+
+func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+	var st *stream
+	if f.StreamID != 0 {
+		if st = c.stream(f.StreamID); st == nil {
+			return nil // a closed stream
+		}
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	win := &c.sendWin
+	if st != nil {
+		win = &st.sendWin
+	}
+	*win += int64(f.Increment)
+	if *win > 1<<31-1 {
+		if st == nil {
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
+		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+	}
+	c.wcond.Broadcast()
+	return nil
+}
+
+// stream returns the open stream id, or nil.
+func (c *conn) stream(id uint32) *stream {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.streams[id]
+}
+
+// readData reads a DATA frame's payload and hands it to its stream.
+func (c *conn) readData(fh http2.FrameHeader) error {
+	if fh.StreamID == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	pool := mem.DefaultBufferPool()
+	buf := pool.Get(int(fh.Length))
+	defer pool.Put(buf)
+	data := (*buf)[:fh.Length]
+	if _, err := io.ReadFull(c.r, data); err != nil {
+		return err
+	}
+	if fh.Flags.Has(http2.FlagDataPadded) {
+		if len(data) == 0 || int(data[0]) >= len(data) {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		data = data[1 : len(data)-int(data[0])]
+	}
+	// The connection's window counts the whole frame, padding included.
+	n := int32(fh.Length)
+	if n > c.recvWin {
+		return http2.ConnectionError(http2.ErrCodeFlowControl)
+	}
+	c.recvWin -= n
+	c.recvUnacked += n
+	if c.recvUnacked >= c.srv.opts.InitialConnWindowSize/4 {
+		if err := c.writeWindowUpdate(0, c.recvUnacked); err != nil {
+			return err
+		}
+		c.recvWin += c.recvUnacked
+		c.recvUnacked = 0
+	}
+	st := c.stream(fh.StreamID)
+	if st == nil {
+		c.mu.Lock()
+		idle := fh.StreamID > c.lastID
+		c.mu.Unlock()
+		if idle {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return nil // a stream that has ended: its data is dropped
+	}
+	return st.onData(data, n, fh.Flags.Has(http2.FlagDataEndStream))
+}
+
+// onHeaders opens a stream, or half-closes one on trailers.
+func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if id%2 == 0 {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	if st := c.stream(id); st != nil { // trailers: gRPC clients send none, but may end a stream so
+		if !f.StreamEnded() {
+			return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		}
+		return st.onData(nil, 0, true)
+	}
+	c.mu.Lock()
+	if id <= c.lastID {
+		c.mu.Unlock()
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
+	c.lastID = id
+	refuse := c.goingAway || c.closed || uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	c.mu.Unlock()
+	if refuse {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
+	}
+	st, err := c.newStream(f)
+	if err != nil {
+		return c.writeTrailersOnly(id, status.Convert(err))
+	}
+	c.mu.Lock()
+	c.streams[id] = st
+	c.mu.Unlock()
+	if f.StreamEnded() {
+		_ = st.onData(nil, 0, true)
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		st.run()
+	}()
+	return nil
+}
+
+// resetStream sends RST_STREAM with code and ends the stream, if open.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	if st := c.stream(id); st != nil {
+		st.reset(status.Errorf(codes.Internal, "h2grpc: stream error %v", code))
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = appendRSTStream(c.buf(), id, code)
+	_ = c.flushLocked()
+}
+
+// writeWindowUpdate credits inc bytes back to the client on stream id (0:
+// the connection).
+func (c *conn) writeWindowUpdate(id uint32, inc int32) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = appendWindowUpdate(c.buf(), id, uint32(inc))
+	return c.flushLocked()
+}
+
+// writeTrailersOnly answers stream id with st alone (a trailers-only
+// response) and resets it, for a request refused before its handler runs.
+func (c *conn) writeTrailersOnly(id uint32, st *status.Status) error {
+	block := appendTrailers(append([]byte(nil), responseHeaders...), st, nil)
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = appendFrameHeader(c.buf(), len(block), http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, id)
+	c.wbuf = append(c.buf(), block...)
+	c.wbuf = appendRSTStream(c.buf(), id, http2.ErrCodeNo)
+	return c.flushLocked()
+}
+
+// writeBufs holds write buffers between flushes, so that an idle
+// connection holds none.
+var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// maxPooledWrite bounds the buffers kept in writeBufs.
+const maxPooledWrite = 64 << 10
+
+// buf returns wbuf, taking a buffer from writeBufs if it has none. Call it
+// with wmu held.
+func (c *conn) buf() []byte {
+	if c.wbufp == nil {
+		c.wbufp = writeBufs.Get().(*[]byte)
+		c.wbuf = (*c.wbufp)[:0]
+	}
+	return c.wbuf
+}
+
+// flushLocked writes wbuf to the socket and gives the buffer back. Call it
+// with wmu held.
+func (c *conn) flushLocked() error {
+	err := c.werr
+	if err == nil && len(c.wbuf) > 0 {
+		if _, err = c.nc.Write(c.wbuf); err != nil {
+			c.werr = errConnClosed
+			c.wcond.Broadcast()
+			err = c.werr
+		}
+	}
+	if c.wbufp != nil && cap(c.wbuf) <= maxPooledWrite { // a large response's buffer is not kept
+		*c.wbufp = c.wbuf[:0]
+		writeBufs.Put(c.wbufp)
+	}
+	c.wbuf, c.wbufp = nil, nil
+	return err
+}
+
+// goAway tells the client to open no more streams, and closes the
+// connection if none is open.
+func (c *conn) goAway() {
+	c.mu.Lock()
+	if c.goingAway {
+		c.mu.Unlock()
+		return
+	}
+	c.goingAway = true
+	last, idle := c.lastID, len(c.streams) == 0
+	c.mu.Unlock()
+	c.wmu.Lock()
+	c.wbuf = appendGoAway(c.buf(), last, http2.ErrCodeNo, "server shutting down")
+	_ = c.flushLocked()
+	c.wmu.Unlock()
+	if idle {
+		c.nc.Close()
+	}
+}
+
+// removeStream forgets st once its handler has ended; when draining, the
+// last stream's end closes the connection.
+func (c *conn) removeStream(st *stream) {
+	c.mu.Lock()
+	delete(c.streams, st.id)
+	closeNow := c.goingAway && len(c.streams) == 0
+	c.mu.Unlock()
+	if closeNow {
+		c.nc.Close()
+	}
+}
+
+// shutdown ends the connection after err: it tells the client why if it can,
+// fails every stream and waits for their handlers.
+func (c *conn) shutdown(err error) {
+	var ce http2.ConnectionError
+	if errors.As(err, &ce) {
+		c.wmu.Lock()
+		c.wbuf = appendGoAway(c.buf(), c.lastStreamID(), http2.ErrCode(ce), "")
+		_ = c.flushLocked()
+		c.wmu.Unlock()
+	}
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		c.srv.opts.Logger.Debug("h2grpc: connection ends", "peer", c.nc.RemoteAddr().String(), "error", err)
+	}
+	c.nc.Close()
+	c.wmu.Lock()
+	c.werr = errConnClosed
+	c.wcond.Broadcast()
+	c.wmu.Unlock()
+	c.mu.Lock()
+	c.closed = true
+	streams := make([]*stream, 0, len(c.streams))
+	for _, st := range c.streams {
+		streams = append(streams, st)
+	}
+	c.mu.Unlock()
+	for _, st := range streams {
+		st.reset(errConnClosed)
+	}
+	c.handlers.Wait()
+}
+
+func (c *conn) lastStreamID() uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lastID
+}
+
+// withPeer returns ctx carrying the connection's peer.
+func (c *conn) withPeer(ctx context.Context) context.Context {
+	return peer.NewContext(ctx, c.peer)
+}

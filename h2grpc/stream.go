@@ -1,0 +1,477 @@
+package h2grpc
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+)
+
+// stream is one gRPC call, a grpc.ServerStream for its handler.
+//
+// Locking: rmu guards the receive side (the fields after it down to
+// ready); the connection's wmu guards the send side (sendWin to doneErr).
+// rmu is never held while taking wmu's writes; finish takes rmu under wmu.
+// header and trailer belong to the handler's goroutine.
+type stream struct {
+	c      *conn
+	id     uint32
+	m      *method
+	path   string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	header, trailer metadata.MD
+
+	rmu        sync.Mutex
+	prefix     [5]byte // the message prefix being read
+	prefixN    int
+	msg        *[]byte // the message being read, or nil
+	msgN       int
+	queue      []mem.Buffer // received messages the handler has not taken
+	queued     int          // their bytes
+	recvWin    int32        // what the client may still send on the stream
+	unacked    int32        // bytes received and not yet credited back
+	halfClosed bool         // the client ended its side
+	closed     bool         // the handler ended: received data is dropped
+	rerr       error        // after the queue: io.EOF, or why the stream failed
+	ready      chan struct{}
+
+	sendWin     int64
+	headersSent bool
+	done        bool // trailers sent or stream reset: no more frames
+	doneErr     error
+}
+
+// newStream makes the stream a request's headers open; an error is the
+// status to refuse it with.
+func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
+	if f.Truncated {
+		return nil, status.Error(codes.Internal, "h2grpc: request headers too large")
+	}
+	if m := f.PseudoValue("method"); m != "POST" {
+		return nil, status.Errorf(codes.Unimplemented, "h2grpc: method %q is not POST", m)
+	}
+	path := f.PseudoValue("path")
+	m := c.srv.methods[path]
+	if m == nil {
+		return nil, status.Errorf(codes.Unimplemented, "unknown method %s", path)
+	}
+	ctx := c.withPeer(context.Background())
+	md := metadata.MD{}
+	if a := f.PseudoValue("authority"); a != "" {
+		md[":authority"] = []string{a}
+	}
+	var timeout string
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "content-type":
+			if ct := hf.Value; ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
+				return nil, status.Errorf(codes.Unknown, "h2grpc: content-type %q is not gRPC", ct)
+			}
+		case "grpc-encoding":
+			if hf.Value != "identity" {
+				return nil, status.Errorf(codes.Unimplemented, "h2grpc: compression %q is not supported", hf.Value)
+			}
+		case "grpc-timeout":
+			timeout = hf.Value
+		default:
+			if isReserved(hf.Name) {
+				continue
+			}
+			v := hf.Value
+			if strings.HasSuffix(hf.Name, "-bin") {
+				b, err := base64.RawStdEncoding.DecodeString(strings.TrimRight(v, "="))
+				if err != nil {
+					return nil, status.Errorf(codes.Internal, "h2grpc: malformed binary header %q", hf.Name)
+				}
+				v = string(b)
+			}
+			md[hf.Name] = append(md[hf.Name], v)
+		}
+	}
+	ctx = metadata.NewIncomingContext(ctx, md)
+	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
+		ready: make(chan struct{}, 1)}
+	if timeout != "" {
+		d, ok := decodeTimeout(timeout)
+		if !ok {
+			return nil, status.Errorf(codes.Internal, "h2grpc: malformed grpc-timeout %q", timeout)
+		}
+		st.ctx, st.cancel = context.WithTimeout(ctx, d)
+	} else {
+		st.ctx, st.cancel = context.WithCancel(ctx)
+	}
+	c.wmu.Lock()
+	st.sendWin = c.initWin
+	c.wmu.Unlock()
+	return st, nil
+}
+
+// run runs the handler on its own goroutine, then ends the stream with its
+// result.
+func (st *stream) run() {
+	var err error
+	if h := st.m.stream; h != nil {
+		err = h(st.m.impl, st)
+	} else {
+		var resp any
+		resp, err = st.m.unary(st.m.impl, st.ctx, st.recvRequest, nil)
+		if err == nil {
+			err = st.SendMsg(resp)
+		}
+	}
+	st.finish(err)
+}
+
+// recvRequest reads a unary call's request.
+func (st *stream) recvRequest(m any) error {
+	err := st.RecvMsg(m)
+	if errors.Is(err, io.EOF) {
+		return status.Error(codes.Internal, "h2grpc: the client sent no request message")
+	}
+	return err
+}
+
+// onData takes a DATA frame's payload (n bytes of window, padding
+// included); end reports that the client ended its side. It runs on the
+// connection's goroutine.
+func (st *stream) onData(data []byte, n int32, end bool) error {
+	st.rmu.Lock()
+	if st.halfClosed {
+		st.rmu.Unlock()
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
+	}
+	if n > st.recvWin {
+		st.rmu.Unlock()
+		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeFlowControl}
+	}
+	st.recvWin -= n
+	st.unacked += n
+	if st.rerr == nil && !st.closed {
+		st.assemble(data)
+	}
+	if end {
+		st.halfClosed = true
+		if st.rerr == nil {
+			st.rerr = io.EOF
+		}
+	}
+	credit := st.creditLocked()
+	st.rmu.Unlock()
+	st.notify()
+	if credit > 0 {
+		return st.c.writeWindowUpdate(st.id, credit)
+	}
+	return nil
+}
+
+// assemble cuts data into gRPC messages and queues the complete ones. Call
+// it with rmu held.
+func (st *stream) assemble(data []byte) {
+	pool := mem.DefaultBufferPool()
+	for len(data) > 0 {
+		if st.msg == nil {
+			k := copy(st.prefix[st.prefixN:], data)
+			st.prefixN += k
+			data = data[k:]
+			if st.prefixN < len(st.prefix) {
+				return
+			}
+			st.prefixN = 0
+			if st.prefix[0] != 0 {
+				st.rerr = status.Error(codes.Internal, "h2grpc: compressed message without grpc-encoding")
+				return
+			}
+			size := int(binary.BigEndian.Uint32(st.prefix[1:]))
+			if max := st.c.srv.opts.MaxRecvMsgSize; size > max {
+				st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d vs. %d)", size, max)
+				return
+			}
+			if mem.IsBelowBufferPoolingThreshold(size) {
+				b := make([]byte, size)
+				st.msg = &b
+			} else {
+				st.msg = pool.Get(size)
+			}
+			st.msgN = 0
+			if size == 0 {
+				st.queue = append(st.queue, mem.SliceBuffer(nil))
+				st.msg = nil
+				continue
+			}
+		}
+		k := copy((*st.msg)[st.msgN:], data)
+		st.msgN += k
+		data = data[k:]
+		if st.msgN == len(*st.msg) {
+			st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
+			st.queued += st.msgN
+			st.msg = nil
+		}
+	}
+}
+
+// creditLocked returns the bytes to credit back to the client now, if any:
+// once a quarter of the window is used, unless the handler is behind.
+func (st *stream) creditLocked() int32 {
+	w := st.c.srv.opts.InitialWindowSize
+	if st.unacked < w/4 || st.queued > int(w) {
+		return 0
+	}
+	n := st.unacked
+	st.recvWin += n
+	st.unacked = 0
+	return n
+}
+
+func (st *stream) notify() {
+	select {
+	case st.ready <- struct{}{}:
+	default:
+	}
+}
+
+// Context returns the stream's context: the call's metadata, peer and
+// deadline; it is cancelled when the call ends.
+func (st *stream) Context() context.Context { return st.ctx }
+
+// RecvMsg receives the next request into m; io.EOF once the client has
+// ended its side.
+func (st *stream) RecvMsg(m any) error {
+	for {
+		st.rmu.Lock()
+		if len(st.queue) > 0 {
+			b := st.queue[0]
+			st.queue = slices.Delete(st.queue, 0, 1)
+			st.queued -= b.Len()
+			credit := st.creditLocked()
+			st.rmu.Unlock()
+			if credit > 0 {
+				_ = st.c.writeWindowUpdate(st.id, credit) // a failure fails the connection, and this stream
+			}
+			err := st.c.srv.opts.Codec.Unmarshal(mem.BufferSlice{b}, m)
+			b.Free()
+			if err != nil {
+				return status.Errorf(codes.Internal, "h2grpc: failed to unmarshal the received message: %v", err)
+			}
+			return nil
+		}
+		err := st.rerr
+		st.rmu.Unlock()
+		if err != nil {
+			return err
+		}
+		select {
+		case <-st.ready:
+		case <-st.ctx.Done():
+			return status.FromContextError(st.ctx.Err()).Err()
+		}
+	}
+}
+
+// SendMsg sends m: it writes the socket itself, as the send windows allow.
+func (st *stream) SendMsg(m any) error {
+	data, err := st.c.srv.opts.Codec.Marshal(m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "h2grpc: failed to marshal the message: %v", err)
+	}
+	defer data.Free()
+	size := data.Len()
+	if max := st.c.srv.opts.MaxSendMsgSize; max > 0 && size > max {
+		return status.Errorf(codes.ResourceExhausted, "h2grpc: trying to send message larger than max (%d vs. %d)", size, max)
+	}
+	var prefix [5]byte
+	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
+	c := st.c
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := st.sendableLocked(); err != nil {
+		return err
+	}
+	total := len(prefix) + size
+	c.wbuf = slices.Grow(c.buf(), frameHeaderLen+len(responseHeaders)+total+frameHeaderLen*(total/c.maxFrame+1))
+	if !st.headersSent {
+		st.appendHeadersLocked()
+	}
+	cur, next := prefix[:], 0
+	for left := total; left > 0; {
+		for {
+			if err := st.sendableLocked(); err != nil {
+				return err
+			}
+			if c.sendWin > 0 && st.sendWin > 0 {
+				break
+			}
+			if err := c.flushLocked(); err != nil {
+				return err
+			}
+			c.wcond.Wait()
+		}
+		n := int(min(int64(left), c.sendWin, st.sendWin, int64(c.maxFrame)))
+		c.wbuf = appendFrameHeader(c.wbuf, n, http2.FrameData, 0, st.id)
+		for k := n; k > 0; {
+			if len(cur) == 0 {
+				cur = data[next].ReadOnlyData()
+				next++
+				continue
+			}
+			t := min(k, len(cur))
+			c.wbuf = append(c.wbuf, cur[:t]...)
+			cur, k = cur[t:], k-t
+		}
+		c.sendWin -= int64(n)
+		st.sendWin -= int64(n)
+		left -= n
+	}
+	return c.flushLocked()
+}
+
+// sendableLocked returns why nothing more may be sent on the stream, if
+// anything. Call it with wmu held.
+func (st *stream) sendableLocked() error {
+	if st.done {
+		return st.doneErr
+	}
+	return st.c.werr
+}
+
+// appendHeadersLocked appends the response headers. Call it with wmu held.
+func (st *stream) appendHeadersLocked() {
+	block := responseHeaders
+	if len(st.header) > 0 {
+		block = appendMD(slices.Clone(responseHeaders), st.header)
+	}
+	st.c.wbuf = appendHeaderBlock(st.c.buf(), st.id, block, false, st.c.maxFrame)
+	st.headersSent = true
+}
+
+// appendHeaderBlock appends block as a HEADERS frame and as many
+// CONTINUATION frames as frames of maxFrame bytes need.
+func appendHeaderBlock(b []byte, id uint32, block []byte, end bool, maxFrame int) []byte {
+	t, flags := http2.FrameHeaders, http2.Flags(0)
+	if end {
+		flags = http2.FlagHeadersEndStream
+	}
+	for {
+		n := min(len(block), maxFrame)
+		f := flags
+		if n == len(block) {
+			f |= http2.FlagHeadersEndHeaders
+		}
+		b = appendFrameHeader(b, n, t, f, id)
+		b = append(b, block[:n]...)
+		block = block[n:]
+		if len(block) == 0 {
+			return b
+		}
+		t, flags = http2.FrameContinuation, 0
+	}
+}
+
+// SetHeader adds md to the response headers, unless they are sent.
+func (st *stream) SetHeader(md metadata.MD) error {
+	st.c.wmu.Lock()
+	defer st.c.wmu.Unlock()
+	if st.headersSent {
+		return status.Error(codes.Internal, "h2grpc: headers already sent")
+	}
+	st.header = metadata.Join(st.header, md)
+	return nil
+}
+
+// SendHeader sends the response headers with md added.
+func (st *stream) SendHeader(md metadata.MD) error {
+	c := st.c
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if err := st.sendableLocked(); err != nil {
+		return err
+	}
+	if st.headersSent {
+		return status.Error(codes.Internal, "h2grpc: headers already sent")
+	}
+	st.header = metadata.Join(st.header, md)
+	st.appendHeadersLocked()
+	return c.flushLocked()
+}
+
+// SetTrailer adds md to the trailers sent when the handler returns.
+func (st *stream) SetTrailer(md metadata.MD) { st.trailer = metadata.Join(st.trailer, md) }
+
+// finish ends the stream once its handler has returned err: it sends the
+// status in trailers (and RST_STREAM if the client is still sending), and
+// forgets the stream.
+func (st *stream) finish(err error) {
+	s := status.Convert(err)
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		s = status.FromContextError(err)
+	}
+	c := st.c
+	c.wmu.Lock()
+	if !st.done && c.werr == nil {
+		var block []byte
+		if st.headersSent {
+			block = appendTrailers(nil, s, st.trailer)
+		} else {
+			block = appendTrailers(slices.Clone(responseHeaders), s, metadata.Join(st.header, st.trailer))
+		}
+		c.wbuf = appendHeaderBlock(c.buf(), st.id, block, true, c.maxFrame)
+		st.rmu.Lock()
+		half := st.halfClosed
+		st.rmu.Unlock()
+		if !half {
+			c.wbuf = appendRSTStream(c.wbuf, st.id, http2.ErrCodeNo)
+		}
+		_ = c.flushLocked()
+	}
+	st.done, st.doneErr = true, status.Error(codes.Internal, "h2grpc: the call has ended")
+	c.wmu.Unlock()
+	st.cancel()
+	c.removeStream(st)
+	st.rmu.Lock()
+	st.closed = true
+	st.dropLocked()
+	st.rmu.Unlock()
+}
+
+// reset ends the stream with err without trailers (the client reset it, or
+// the connection closed): the handler's next receive or send fails.
+func (st *stream) reset(err error) {
+	st.rmu.Lock()
+	st.rerr = err
+	st.dropLocked()
+	st.rmu.Unlock()
+	st.notify()
+	st.c.wmu.Lock()
+	if !st.done {
+		st.done, st.doneErr = true, err
+	}
+	st.c.wcond.Broadcast()
+	st.c.wmu.Unlock()
+	st.cancel()
+}
+
+// dropLocked frees what was received and not taken. Call it with rmu held.
+func (st *stream) dropLocked() {
+	for _, b := range st.queue {
+		b.Free()
+	}
+	st.queue, st.queued = nil, 0
+	if st.msg != nil {
+		if !mem.IsBelowBufferPoolingThreshold(len(*st.msg)) {
+			mem.DefaultBufferPool().Put(st.msg)
+		}
+		st.msg = nil
+	}
+}
