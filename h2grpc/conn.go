@@ -52,10 +52,10 @@ type conn struct {
 	wcond    sync.Cond
 	wbuf     []byte  // frames not yet written: see buf
 	wbufp    *[]byte // wbuf's handle in writeBufs
-	sendWin  int64  // the connection's send window
-	initWin  int64  // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame int    // the client's SETTINGS_MAX_FRAME_SIZE
-	werr     error  // set once a write fails or the connection closes
+	sendWin  int64   // the connection's send window
+	initWin  int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame int     // the client's SETTINGS_MAX_FRAME_SIZE
+	werr     error   // set once a write fails or the connection closes
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream

@@ -113,7 +113,7 @@ type method struct {
 // Server serves registered gRPC services on listeners. Register every
 // service before the first Serve.
 //
-// Locking: mu guards listeners, conns, draining and stopped; methods is
+// Locking: mu guards listeners, conns and stopped; methods is
 // written only before Serve. Each connection runs on a goroutine of the
 // Server's (tracked by wg), and each stream's handler on a goroutine of its
 // connection's, so Stop and GracefulStop return only once every one of them
@@ -125,7 +125,6 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
-	draining  bool // GracefulStop was called
 	stopped   bool // Stop or GracefulStop was called: no new connections
 	wg        sync.WaitGroup
 }
@@ -247,7 +246,6 @@ func (s *Server) Stop() {
 func (s *Server) GracefulStop() {
 	s.mu.Lock()
 	s.stopped = true
-	s.draining = true
 	for lis := range s.listeners {
 		lis.Close()
 	}
@@ -260,11 +258,4 @@ func (s *Server) GracefulStop() {
 		c.goAway() // may block on a client that does not read: Stop cuts it
 	}
 	s.wg.Wait()
-}
-
-// isDraining reports whether GracefulStop was called.
-func (s *Server) isDraining() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.draining
 }
