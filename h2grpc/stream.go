@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
@@ -100,9 +101,9 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 			md[hf.Name] = append(md[hf.Name], v)
 		}
 	}
-	ctx = metadata.NewIncomingContext(ctx, md)
 	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
 		ready: make(chan struct{}, 1)}
+	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), transportStream{st})
 	if timeout != "" {
 		d, ok := decodeTimeout(timeout)
 		if !ok {
@@ -408,6 +409,18 @@ func (st *stream) SendHeader(md metadata.MD) error {
 
 // SetTrailer adds md to the trailers sent when the handler returns.
 func (st *stream) SetTrailer(md metadata.MD) { st.trailer = metadata.Join(st.trailer, md) }
+
+// transportStream is the grpc.ServerTransportStream of a stream, for
+// grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.
+type transportStream struct{ st *stream }
+
+func (t transportStream) Method() string                  { return t.st.path }
+func (t transportStream) SetHeader(md metadata.MD) error  { return t.st.SetHeader(md) }
+func (t transportStream) SendHeader(md metadata.MD) error { return t.st.SendHeader(md) }
+func (t transportStream) SetTrailer(md metadata.MD) error {
+	t.st.SetTrailer(md)
+	return nil
+}
 
 // finish ends the stream once its handler has returned err: it sends the
 // status in trailers (and RST_STREAM if the client is still sending), and
