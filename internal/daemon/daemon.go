@@ -188,6 +188,11 @@ func Run(ctx context.Context, o Options) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		trimHeap(ctx)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
 		if err := d.watchConfig(ctx); err != nil {
 			errc <- err
 		}
