@@ -13,9 +13,9 @@ import (
 	"github.com/xdsd/xdsd/server"
 )
 
-// serverGoroutines counts the goroutines running xdsd's server code, and
-// those among them that are a stream's handler.
-func serverGoroutines() (all, handlers int) {
+// serverGoroutines counts the goroutines running xdsd's server code, those
+// among them that are a stream's handler, and the server's idle workers.
+func serverGoroutines() (all, handlers, workers int) {
 	buf := make([]byte, 1<<20)
 	for {
 		n := runtime.Stack(buf, true)
@@ -31,15 +31,19 @@ func serverGoroutines() (all, handlers int) {
 			if bytes.Contains(g, []byte("github.com/xdsd/xdsd/server.serve[")) {
 				handlers++
 			}
+			if bytes.Contains(g, []byte("github.com/xdsd/xdsd/server.(*workers).work")) {
+				workers++
+			}
 		}
 	}
-	return all, handlers
+	return all, handlers, workers
 }
 
 // TestIdleStreamGoroutines checks that an idle stream keeps one goroutine
-// of its own, its handler blocked in Recv: a publication borrows one only
-// while it is pushed. At fleet scale every goroutine costs a stack per
-// client.
+// of its own, its handler blocked in Recv: a publication borrows one of the
+// server's workers, whose number does not grow with the streams (at most
+// 4 per CPU while none is stuck). At fleet scale every goroutine costs a
+// stack per client.
 func TestIdleStreamGoroutines(t *testing.T) {
 	snap := func(port uint32) *cache.Snapshot {
 		return cache.MustSnapshot(rawxds.Cluster("c1"), rawxds.Endpoints("c1", port))
@@ -62,9 +66,10 @@ func TestIdleStreamGoroutines(t *testing.T) {
 		delta[i].Send(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResponseNonce: d.Nonce})
 	}
 	idle := func() bool {
-		all, handlers := serverGoroutines()
-		if all != 2*n || handlers != 2*n {
-			t.Logf("%d goroutines in xdsd's server code, %d of them handlers; want %d, all handlers", all, handlers, 2*n)
+		all, handlers, workers := serverGoroutines()
+		if all != handlers+workers || handlers != 2*n || workers > 4*runtime.GOMAXPROCS(0) {
+			t.Logf("%d goroutines in xdsd's server code, %d of them handlers and %d workers; want %d handlers, at most %d workers and nothing else",
+				all, handlers, workers, 2*n, 4*runtime.GOMAXPROCS(0))
 			return false
 		}
 		return true

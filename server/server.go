@@ -55,6 +55,7 @@ type Server struct {
 	log   *slog.Logger
 
 	nonce   atomic.Uint64 // nonces are unique across all streams
+	workers workers       // run the streams' wake-ups
 	status  statusRegistry
 	metrics counters
 }
@@ -101,6 +102,8 @@ func (s *Server) newStream(delta bool, only *resource.Type) *stream {
 		types:  make(map[*resource.Type]*typeState),
 		status: s.status.add(variant),
 	}
+	st.waker.pool = &s.workers
+	s.workers.attach()
 	return st
 }
 

@@ -166,6 +166,7 @@ func (st *stream) close() {
 		st.watcher.Close()
 	}
 	st.srv.status.remove(st.status)
+	st.srv.workers.detach()
 }
 
 // logger returns the stream's logger, which names the stream, its variant

@@ -3,13 +3,13 @@ package server
 import "sync"
 
 // waker runs a stream's wake-ups (a new snapshot, the warm gate's timeout,
-// heartbeats falling due) on a goroutine started on demand, so that an idle
-// stream has no goroutine of its own besides its handler, which blocks in
-// Recv. Wake-ups that arrive while one is running coalesce into one more
+// heartbeats falling due) on the server's workers, so that an idle stream
+// has no goroutine of its own besides its handler, which blocks in Recv. Wake-ups that arrive while one is running coalesce into one more
 // run. The stream owns it: close stops it and waits for the running
 // goroutine, if any.
 type waker struct {
-	fn func() // the work; set before the first wake, runs on one goroutine at a time
+	fn   func()   // the work; set before the first wake, runs on one goroutine at a time
+	pool *workers // runs fn; set before the first wake
 	wg sync.WaitGroup
 
 	mu      sync.Mutex // guards the fields below
@@ -30,7 +30,7 @@ func (w *waker) wake() {
 	default:
 		w.running = true
 		w.wg.Add(1)
-		go w.loop()
+		w.pool.submit(w.loop)
 	}
 }
 

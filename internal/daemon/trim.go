@@ -16,26 +16,28 @@ import (
 // gives it back once the burst is over, as Envoy's shrink_heap overload
 // action does for its own heap.
 const (
-	trimEvery    = 250 * time.Millisecond // how often the heap is looked at
-	trimMinFree  = 32 << 20               // freed and still resident: at least this
-	trimMinRatio = 0.5                    // and at least this share of the heap's objects
-	trimAtMost   = time.Minute            // between two trims
+	trimEvery    = 100 * time.Millisecond // how often the heap is looked at
+	trimMinFree  = 16 << 20               // freed and still resident: at least this
+	trimMinRatio = 0.25                   // and at least this share of the heap's objects
+	trimQuiet    = 1 << 20                // allocated since the last look: at most this
+	trimAtMost   = 5 * time.Second        // between two trims
 )
 
 // trimHeap returns freed heap to the operating system when at least
 // trimMinFree bytes (and trimMinRatio of the heap) are free and resident,
-// and no collection has run since the last look (the burst is over). It
-// forces one collection per trim, at most once per trimAtMost, and returns
-// when ctx ends.
+// and the burst is over: no collection has run and at most trimQuiet bytes
+// were allocated since the last look. It forces one collection per trim,
+// at most once per trimAtMost, and returns when ctx ends.
 func trimHeap(ctx context.Context) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
+		{Name: "/gc/heap/allocs:bytes"},
 	}
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
-	var lastCycles uint64
+	var lastCycles, lastAllocs uint64
 	var lastTrim time.Time
 	for {
 		select {
@@ -43,14 +45,15 @@ func trimHeap(ctx context.Context) {
 			return
 		case now := <-t.C:
 			metrics.Read(samples)
-			free, objects, cycles := samples[0].Value.Uint64(), samples[1].Value.Uint64(), samples[2].Value.Uint64()
-			quiet := cycles == lastCycles
-			lastCycles = cycles
+			free, objects := samples[0].Value.Uint64(), samples[1].Value.Uint64()
+			cycles, allocs := samples[2].Value.Uint64(), samples[3].Value.Uint64()
+			quiet := cycles == lastCycles && allocs-lastAllocs <= trimQuiet
+			lastCycles, lastAllocs = cycles, allocs
 			if quiet && free >= trimMinFree && float64(free) >= trimMinRatio*float64(objects) && now.Sub(lastTrim) >= trimAtMost {
 				debug.FreeOSMemory()
 				lastTrim = now
 				metrics.Read(samples)
-				lastCycles = samples[2].Value.Uint64()
+				lastCycles, lastAllocs = samples[2].Value.Uint64(), samples[3].Value.Uint64()
 			}
 		}
 	}
