@@ -10,7 +10,7 @@ import "sync"
 type waker struct {
 	fn   func()   // the work; set before the first wake, runs on one goroutine at a time
 	pool *workers // runs fn; set before the first wake
-	wg sync.WaitGroup
+	wg   sync.WaitGroup
 
 	mu      sync.Mutex // guards the fields below
 	running bool       // a goroutine is running fn, or about to
