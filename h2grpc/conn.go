@@ -38,7 +38,8 @@ var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
 // mu never takes wmu.
 type conn struct {
 	srv  *Server
-	nc   net.Conn
+	raw  net.Conn      // the accepted connection; closing it ends everything
+	nc   net.Conn      // raw, or TLS over it; written under wmu once ready
 	fr   *http2.Framer // read by serve only
 	r    io.Reader     // the socket, buffered; serve's only
 	peer *peer.Peer
@@ -56,6 +57,7 @@ type conn struct {
 	initWin  int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	maxFrame int     // the client's SETTINGS_MAX_FRAME_SIZE
 	werr     error   // set once a write fails or the connection closes
+	ready    bool    // the handshake is done: frames may be written
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
@@ -65,7 +67,7 @@ type conn struct {
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
-	c := &conn{srv: s, nc: nc, sendWin: 65535, initWin: 65535, maxFrame: 16384,
+	c := &conn{srv: s, raw: nc, sendWin: 65535, initWin: 65535, maxFrame: 16384,
 		streams: make(map[uint32]*stream)}
 	c.wcond.L = &c.wmu
 	return c
@@ -85,10 +87,11 @@ func (c *conn) serve() {
 // server's settings.
 func (c *conn) handshake() error {
 	o := &c.srv.opts
-	_ = c.nc.SetDeadline(time.Now().Add(o.HandshakeTimeout))
+	_ = c.raw.SetDeadline(time.Now().Add(o.HandshakeTimeout))
+	nc := c.raw
 	var auth credentials.AuthInfo
 	if o.TLS != nil {
-		tc := tls.Server(c.nc, o.TLS)
+		tc := tls.Server(c.raw, o.TLS)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}
@@ -97,20 +100,19 @@ func (c *conn) handshake() error {
 			return errors.New("h2grpc: client negotiated " + p + ", not h2")
 		}
 		auth = credentials.TLSInfo{State: cs, CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
-		c.nc = tc
+		nc = tc
 	}
-	c.peer = &peer.Peer{Addr: c.nc.RemoteAddr(), LocalAddr: c.nc.LocalAddr(), AuthInfo: auth}
-	r := newReader(c.nc)
-	c.r = r
+	c.peer = &peer.Peer{Addr: c.raw.RemoteAddr(), LocalAddr: c.raw.LocalAddr(), AuthInfo: auth}
+	c.r = newReader(nc)
 	var preface [len(http2.ClientPreface)]byte
-	if _, err := io.ReadFull(r, preface[:]); err != nil {
+	if _, err := io.ReadFull(c.r, preface[:]); err != nil {
 		return err
 	}
 	if string(preface[:]) != http2.ClientPreface {
 		return errors.New("h2grpc: not an HTTP/2 client preface")
 	}
-	_ = c.nc.SetDeadline(time.Time{})
-	c.fr = http2.NewFramer(io.Discard, r)
+	_ = c.raw.SetDeadline(time.Time{})
+	c.fr = http2.NewFramer(io.Discard, c.r)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
 	c.fr.MaxHeaderListSize = maxHeaderListSize
@@ -118,6 +120,7 @@ func (c *conn) handshake() error {
 	c.recvWin = 65535
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	c.nc, c.ready = nc, true
 	c.wbuf = appendSettings(c.buf(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},
@@ -126,6 +129,11 @@ func (c *conn) handshake() error {
 		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(inc))
 		c.recvWin += inc
 	}
+	c.mu.Lock()
+	if c.goingAway { // GracefulStop came during the handshake
+		c.wbuf = appendGoAway(c.buf(), 0, http2.ErrCodeNo, "server shutting down")
+	}
+	c.mu.Unlock()
 	return c.flushLocked()
 }
 
@@ -391,6 +399,9 @@ func (c *conn) buf() []byte {
 // with wmu held.
 func (c *conn) flushLocked() error {
 	err := c.werr
+	if err == nil && !c.ready {
+		err = errConnClosed
+	}
 	if err == nil && len(c.wbuf) > 0 {
 		if _, err = c.nc.Write(c.wbuf); err != nil {
 			c.werr = errConnClosed
@@ -418,11 +429,13 @@ func (c *conn) goAway() {
 	last, idle := c.lastID, len(c.streams) == 0
 	c.mu.Unlock()
 	c.wmu.Lock()
-	c.wbuf = appendGoAway(c.buf(), last, http2.ErrCodeNo, "server shutting down")
-	_ = c.flushLocked()
+	if c.ready { // else the handshake sends it
+		c.wbuf = appendGoAway(c.buf(), last, http2.ErrCodeNo, "server shutting down")
+		_ = c.flushLocked()
+	}
 	c.wmu.Unlock()
 	if idle {
-		c.nc.Close()
+		c.raw.Close()
 	}
 }
 
@@ -434,7 +447,7 @@ func (c *conn) removeStream(st *stream) {
 	closeNow := c.goingAway && len(c.streams) == 0
 	c.mu.Unlock()
 	if closeNow {
-		c.nc.Close()
+		c.raw.Close()
 	}
 }
 
@@ -449,9 +462,9 @@ func (c *conn) shutdown(err error) {
 		c.wmu.Unlock()
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		c.srv.opts.Logger.Debug("h2grpc: connection ends", "peer", c.nc.RemoteAddr().String(), "error", err)
+		c.srv.opts.Logger.Debug("h2grpc: connection ends", "peer", c.raw.RemoteAddr().String(), "error", err)
 	}
-	c.nc.Close()
+	c.raw.Close()
 	c.wmu.Lock()
 	c.werr = errConnClosed
 	c.wcond.Broadcast()

@@ -233,7 +233,7 @@ func (s *Server) Stop() {
 		lis.Close()
 	}
 	for c := range s.conns {
-		c.nc.Close()
+		c.raw.Close()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

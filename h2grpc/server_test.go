@@ -420,3 +420,25 @@ func TestTLS(t *testing.T) {
 		t.Errorf("plaintext client: %v, want Unavailable", err)
 	}
 }
+
+// Stop and GracefulStop end connections still in their handshake at once.
+func TestStopDuringHandshake(t *testing.T) {
+	for _, graceful := range []bool{false, true} {
+		s, _, addr := start(t, h2grpc.Options{})
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		nc.Write([]byte(http2.ClientPreface[:10])) // the handshake is under way
+		began := time.Now()
+		if graceful {
+			s.GracefulStop()
+		} else {
+			s.Stop()
+		}
+		if d := time.Since(began); d > 5*time.Second {
+			t.Errorf("graceful=%v: stopping took %v: it waited for the handshake timeout", graceful, d)
+		}
+	}
+}
