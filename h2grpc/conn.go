@@ -351,6 +351,11 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	if st := c.stream(id); st != nil {
 		st.reset(status.Errorf(codes.Internal, "h2grpc: stream error %v", code))
 	}
+	c.mu.Lock()
+	if id%2 == 1 && id > c.lastID { // a new stream refused: its frames in flight are not an error
+		c.lastID = id
+	}
+	c.mu.Unlock()
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.wbuf = appendRSTStream(c.buf(), id, code)
