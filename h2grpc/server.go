@@ -227,15 +227,9 @@ func (s *Server) Serve(lis net.Listener) error {
 // Stop closes the listeners and every connection at once, then waits for
 // every connection and handler goroutine to end.
 func (s *Server) Stop() {
-	s.mu.Lock()
-	s.stopped = true
-	for lis := range s.listeners {
-		lis.Close()
-	}
-	for c := range s.conns {
+	for _, c := range s.stopAccepting() {
 		c.raw.Close()
 	}
-	s.mu.Unlock()
 	s.wg.Wait()
 }
 
@@ -244,7 +238,17 @@ func (s *Server) Stop() {
 // closes when its last stream ends. xDS streams end only when their clients
 // end them: bound the wait by calling Stop.
 func (s *Server) GracefulStop() {
+	for _, c := range s.stopAccepting() {
+		c.goAway() // may block on a client that does not read: Stop cuts it
+	}
+	s.wg.Wait()
+}
+
+// stopAccepting closes the listeners, refuses connections from now on and
+// returns those open.
+func (s *Server) stopAccepting() []*conn {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.stopped = true
 	for lis := range s.listeners {
 		lis.Close()
@@ -253,9 +257,5 @@ func (s *Server) GracefulStop() {
 	for c := range s.conns {
 		conns = append(conns, c)
 	}
-	s.mu.Unlock()
-	for _, c := range conns {
-		c.goAway() // may block on a client that does not read: Stop cuts it
-	}
-	s.wg.Wait()
+	return conns
 }
