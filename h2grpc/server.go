@@ -16,7 +16,9 @@
 // GOAWAY; unary and streaming methods; metadata, grpc-timeout, trailers with
 // status and details. It does not implement compression (a request that
 // asks for it is refused with Unimplemented; no xDS client compresses),
-// server push, or interceptors.
+// server push, interceptors, server-side keepalive pings (a dead client is
+// found by TCP keepalive and by failed writes) or limits on clients' pings
+// (each is answered).
 package h2grpc
 
 import (
