@@ -343,11 +343,14 @@ func TestStuckClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	params := []*testgrpc.ResponseParameters{{Size: 1 << 20}, {Size: 1 << 20}}
+	params := []*testgrpc.ResponseParameters{{Size: 1}, {Size: 1 << 20}, {Size: 1 << 20}}
 	if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: params}); err != nil {
 		t.Fatal(err)
 	}
-	// Never read. Another client is served at once.
+	if _, err := st.Recv(); err != nil { // the handler runs
+		t.Fatal(err)
+	}
+	// Never read again. Another client is served at once.
 	if _, err := dial(t, addr).UnaryCall(ctx(t), &testgrpc.SimpleRequest{ResponseSize: 10}); err != nil {
 		t.Fatal(err)
 	}

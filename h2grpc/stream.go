@@ -461,6 +461,7 @@ func (st *stream) finish(err error) {
 // reset ends the stream with err without trailers (the client reset it, or
 // the connection closed): the handler's next receive or send fails.
 func (st *stream) reset(err error) {
+	st.cancel() // first: a handler that sees err finds its context ended
 	st.rmu.Lock()
 	st.rerr = err
 	st.dropLocked()
@@ -472,7 +473,6 @@ func (st *stream) reset(err error) {
 	}
 	st.c.wcond.Broadcast()
 	st.c.wmu.Unlock()
-	st.cancel()
 }
 
 // dropLocked frees what was received and not taken. Call it with rmu held.
