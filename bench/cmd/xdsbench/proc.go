@@ -215,6 +215,16 @@ func freeAddr() (string, error) {
 // is loopback only and keeps its connections.
 var httpClient = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4, DisableCompression: true}}
 
+// call makes a bodiless request with httpClient; the caller closes the
+// response's body.
+func call(ctx context.Context, method, url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return httpClient.Do(req)
+}
+
 // pollHTTP polls url every interval until it answers 200, the child exits,
 // ctx ends or timeout passes.
 func pollHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) error {
@@ -223,8 +233,7 @@ func pollHTTP(ctx context.Context, p *proc, url string, timeout time.Duration) e
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if resp, err := httpClient.Do(req); err == nil {
+		if resp, err := call(ctx, http.MethodGet, url); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {

@@ -553,11 +553,7 @@ func profile(ctx context.Context, o options, rs *running, f *fleet, gen *int, pa
 
 // fetchTo writes the body of a GET of url to path.
 func fetchTo(ctx context.Context, url, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := httpClient.Do(req)
+	resp, err := call(ctx, http.MethodGet, url)
 	if err != nil {
 		return err
 	}

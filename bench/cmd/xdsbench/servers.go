@@ -163,11 +163,7 @@ func startSelf(ctx context.Context, e env, name string, sub []string, readyTimeo
 		}
 		url := fmt.Sprintf("http://%s/change?gen=%d&idx=%s", control, gen, strings.Join(s, ","))
 		return func() error {
-			req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, nil)
-			if err != nil {
-				return err
-			}
-			resp, err := httpClient.Do(req)
+			resp, err := call(ctx, http.MethodPost, url)
 			if err != nil {
 				return err
 			}
