@@ -20,6 +20,7 @@ type summary struct {
 	maxMedian, maxWorst  float64 // s, the per-round maximum: median and worst round
 	bytes                float64 // per change
 	cpu                  float64 // s per change
+	clientCPU            float64 // s per change, the load tool's
 	idleRSS, rss, peak   float64 // MiB
 	clientRSS            float64 // MiB
 	updated, expected    int     // client updates over all rounds
@@ -37,6 +38,7 @@ func summarize(r *result) summary {
 		maxes = append(maxes, rr.Max)
 		s.bytes += float64(rr.Bytes)
 		s.cpu += rr.CPU
+		s.clientCPU += rr.ClientCPU
 		s.updated += rr.Updated
 		if !rr.Quiet {
 			s.quietMissing++
@@ -45,6 +47,7 @@ func summarize(r *result) summary {
 	if n := len(r.Rounds); n > 0 {
 		s.bytes /= float64(n)
 		s.cpu /= float64(n)
+		s.clientCPU /= float64(n)
 		slices.Sort(all)
 		slices.Sort(maxes)
 		s.p50 = quantile(all, 0.50).Seconds()
@@ -76,6 +79,7 @@ var rows = []row{
 	{"change → client: p99", func(s summary) float64 { return s.p99 }, ms},
 	{"bytes to clients per change", func(s summary) float64 { return s.bytes }, kib},
 	{"server CPU per change", func(s summary) float64 { return s.cpu }, secs},
+	{"load tool CPU per change", func(s summary) float64 { return s.clientCPU }, secs},
 	{"server RSS, clients idle", func(s summary) float64 { return s.idleRSS }, mibs},
 	{"server RSS after the changes", func(s summary) float64 { return s.rss }, mibs},
 	{"server peak RSS (VmHWM)", func(s summary) float64 { return s.peak }, mibs},

@@ -296,6 +296,7 @@ type roundResult struct {
 	P50, P99, Max float64 // seconds, over clients
 	Bytes         int64   // received by all clients until quiet
 	CPU           float64 // server CPU seconds until quiet
+	ClientCPU     float64 // this process's CPU seconds over the same span
 	Quiet         bool    // false if quiet was not reached within -quiet-timeout
 	latencies     []time.Duration
 }
@@ -448,6 +449,10 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	if err != nil {
 		return rr, err
 	}
+	self0, err := cpuTicks(os.Getpid())
+	if err != nil {
+		return rr, err
+	}
 	t0 := time.Now()
 	if err := commit(); err != nil {
 		return rr, err
@@ -458,8 +463,13 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	if err != nil {
 		return rr, err
 	}
+	self1, err := cpuTicks(os.Getpid())
+	if err != nil {
+		return rr, err
+	}
 	rr.Bytes = f.bytes.Load() - bytes0
 	rr.CPU = float64(cpu1-cpu0) / clockTicks()
+	rr.ClientCPU = float64(self1-self0) / clockTicks()
 	for _, at := range r.at {
 		if !at.IsZero() {
 			rr.latencies = append(rr.latencies, at.Sub(t0))
