@@ -20,14 +20,12 @@ const (
 	trimMinFree  = 16 << 20               // freed and still resident: at least this
 	trimMinRatio = 0.25                   // and at least this share of the heap's objects
 	trimQuiet    = 1 << 20                // allocated since the last look: at most this
-	trimAtMost   = 5 * time.Second        // between two trims
+	trimAtMost   = 5 * time.Second        // between two trims, unless
+	trimBurst    = 64 << 20               // at least this was allocated since the last
 )
 
-// trimHeap returns freed heap to the operating system when at least
-// trimMinFree bytes (and trimMinRatio of the heap) are free and resident,
-// and the burst is over: no collection has run and at most trimQuiet bytes
-// were allocated since the last look. It forces one collection per trim,
-// at most once per trimAtMost, and returns when ctx ends.
+// trimHeap returns freed heap to the operating system whenever a trimmer
+// says so, looking every trimEvery, and returns when ctx ends.
 func trimHeap(ctx context.Context) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
@@ -35,26 +33,54 @@ func trimHeap(ctx context.Context) {
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/gc/heap/allocs:bytes"},
 	}
+	look := func() heapLook {
+		metrics.Read(samples)
+		return heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
+			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64()}
+	}
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
-	var lastCycles, lastAllocs uint64
-	var lastTrim time.Time
+	var tr trimmer
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			metrics.Read(samples)
-			free, objects := samples[0].Value.Uint64(), samples[1].Value.Uint64()
-			cycles, allocs := samples[2].Value.Uint64(), samples[3].Value.Uint64()
-			quiet := cycles == lastCycles && allocs-lastAllocs <= trimQuiet
-			lastCycles, lastAllocs = cycles, allocs
-			if quiet && free >= trimMinFree && float64(free) >= trimMinRatio*float64(objects) && now.Sub(lastTrim) >= trimAtMost {
+			if tr.due(now, look()) {
 				debug.FreeOSMemory()
-				lastTrim = now
-				metrics.Read(samples)
-				lastCycles, lastAllocs = samples[2].Value.Uint64(), samples[3].Value.Uint64()
+				tr.trimmed(now, look())
 			}
 		}
 	}
+}
+
+// heapLook is what the trimmer reads of the heap.
+type heapLook struct {
+	free, objects  uint64 // bytes freed and still resident; bytes in objects
+	cycles, allocs uint64 // collections run; bytes allocated: both cumulative
+}
+
+// trimmer decides when to trim: when at least trimMinFree bytes (and
+// trimMinRatio of the heap's objects) are free and resident, and the burst
+// is over (no collection has run and at most trimQuiet bytes were allocated
+// since the last look). A trim forces one collection, so there is at most
+// one per trimAtMost, unless trimBurst bytes were allocated since the last
+// (the end of a large burst, such as thousands of clients' initial sync, is
+// not kept waiting). Its zero value is ready.
+type trimmer struct {
+	last     heapLook  // at the previous look
+	atTrim   uint64    // allocs at the last trim
+	lastTrim time.Time // zero before the first
+}
+
+func (tr *trimmer) due(now time.Time, h heapLook) bool {
+	quiet := h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet
+	tr.last = h
+	return quiet && h.free >= trimMinFree && float64(h.free) >= trimMinRatio*float64(h.objects) &&
+		(now.Sub(tr.lastTrim) >= trimAtMost || h.allocs-tr.atTrim >= trimBurst)
+}
+
+// trimmed records a trim at now, h being the heap after it.
+func (tr *trimmer) trimmed(now time.Time, h heapLook) {
+	tr.last, tr.atTrim, tr.lastTrim = h, h.allocs, now
 }
