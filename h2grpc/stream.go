@@ -47,6 +47,10 @@ type stream struct {
 	closed     bool         // the handler ended: received data is dropped
 	rerr       error        // after the queue: io.EOF, or why the stream failed
 	ready      chan struct{}
+	// recvWaiting is set while the handler waits in RecvMsg with nothing
+	// queued: a message may then go to inline (see InlineReceiver).
+	recvWaiting bool
+	inline      func([]byte) bool
 
 	sendWin     int64
 	headersSent bool
@@ -159,6 +163,7 @@ func (st *stream) onData(data []byte, n int32, end bool) error {
 	}
 	st.recvWin -= n
 	st.unacked += n
+	queued, failed := len(st.queue), st.rerr != nil
 	if st.rerr == nil && !st.closed {
 		st.assemble(data)
 	}
@@ -168,20 +173,35 @@ func (st *stream) onData(data []byte, n int32, end bool) error {
 			st.rerr = io.EOF
 		}
 	}
+	wake := len(st.queue) > queued || (st.rerr != nil && !failed) // not if all went inline
 	credit := st.creditLocked()
 	st.rmu.Unlock()
-	st.notify()
+	if wake {
+		st.notify()
+	}
 	if credit > 0 {
 		return st.c.writeWindowUpdate(st.id, credit)
 	}
 	return nil
 }
 
-// assemble cuts data into gRPC messages and queues the complete ones. Call
-// it with rmu held.
+// assemble cuts data into gRPC messages and passes each complete one
+// inline or queues it (see InlineReceiver). Call it with rmu held.
 func (st *stream) assemble(data []byte) {
 	pool := mem.DefaultBufferPool()
+	tried := false // the message being read was offered inline whole, and refused
 	for len(data) > 0 {
+		if st.msg == nil && st.prefixN == 0 && st.inline != nil && len(data) >= len(st.prefix) && data[0] == 0 {
+			// A message whole in this frame goes inline without a copy.
+			size := int(binary.BigEndian.Uint32(data[1:]))
+			if end := len(st.prefix) + size; end <= len(data) && size <= st.c.srv.opts.MaxRecvMsgSize {
+				if st.inlineLocked(data[len(st.prefix):end]) {
+					data = data[end:]
+					continue
+				}
+				tried = true
+			}
+		}
 		if st.msg == nil {
 			k := copy(st.prefix[st.prefixN:], data)
 			st.prefixN += k
@@ -208,7 +228,7 @@ func (st *stream) assemble(data []byte) {
 			st.msgN = 0
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
-				st.msg = nil
+				st.msg, tried = nil, false
 				continue
 			}
 		}
@@ -216,9 +236,13 @@ func (st *stream) assemble(data []byte) {
 		st.msgN += k
 		data = data[k:]
 		if st.msgN == len(*st.msg) {
-			st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
-			st.queued += st.msgN
-			st.msg = nil
+			if !tried && st.inlineLocked(*st.msg) {
+				st.dropLocked() // frees st.msg; the queue is empty
+			} else {
+				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
+				st.queued += st.msgN
+			}
+			st.msg, tried = nil, false
 		}
 	}
 }
@@ -252,6 +276,7 @@ func (st *stream) Context() context.Context { return st.ctx }
 func (st *stream) RecvMsg(m any) error {
 	for {
 		st.rmu.Lock()
+		st.recvWaiting = false
 		if len(st.queue) > 0 {
 			b := st.queue[0]
 			st.queue = slices.Delete(st.queue, 0, 1)
@@ -269,6 +294,7 @@ func (st *stream) RecvMsg(m any) error {
 			return nil
 		}
 		err := st.rerr
+		st.recvWaiting = err == nil
 		st.rmu.Unlock()
 		if err != nil {
 			return err
@@ -276,6 +302,9 @@ func (st *stream) RecvMsg(m any) error {
 		select {
 		case <-st.ready:
 		case <-st.ctx.Done():
+			st.rmu.Lock()
+			st.recvWaiting = false
+			st.rmu.Unlock()
 			return status.FromContextError(st.ctx.Err()).Err()
 		}
 	}

@@ -40,6 +40,7 @@ func (st *stream) push() error {
 	if st.snap == nil {
 		return nil
 	}
+	st.held = false
 	var slots []slot
 	upserts, removals := 0, 0
 	for _, t := range st.order() {
@@ -64,7 +65,7 @@ func (st *stream) push() error {
 			continue
 		}
 		if blocked || s.ts.waiting || st.warm.holdsUpsert(st, s.ts.t) {
-			blocked = true
+			blocked, st.held = true, true
 			continue
 		}
 		// Removals ride along when nothing else is waiting to go first.
@@ -92,6 +93,7 @@ func (st *stream) push() error {
 				continue
 			}
 			if s.ts.waiting {
+				st.held = true
 				return nil // later removals wait for this one
 			}
 			if err := st.send(s.ts, work{removals: s.w.removals}, true); err != nil {

@@ -55,66 +55,14 @@ var digestSeed = maphash.MakeSeed()
 // decode fills r.msg from r.raw, except resource_names, and returns the
 // digest of the names' encoding and a function that decodes them.
 func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
-	var d namesDigest
 	if r.raw == nil {
-		return d, func() ([]string, error) { return r.msg.ResourceNames, nil }, nil
+		return namesDigest{}, func() ([]string, error) { return r.msg.ResourceNames, nil }, nil
 	}
-	var h maphash.Hash
-	h.SetSeed(digestSeed)
 	rest := make([]byte, 0, 256)
-	b := r.raw
-	var runStart []byte // where the current run of names began
-	run := 0            // its length
-	for len(b) > 0 {
-		if b[0] == namesTag {
-			// A run of names, skipped at the cost of one varint each.
-			if run == 0 {
-				runStart = b
-			}
-			for len(b) > 0 && b[0] == namesTag {
-				l, n := protowire.ConsumeVarint(b[1:])
-				if n < 0 || uint64(len(b)-1-n) < l {
-					return d, nil, errors.New("resource_names: truncated")
-				}
-				size := 1 + n + int(l)
-				run += size
-				d.count++
-				b = b[size:]
-			}
-			continue
-		}
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return d, nil, protowire.ParseError(n)
-		}
-		var m int
-		if typ == protowire.BytesType {
-			_, m = protowire.ConsumeBytes(b[n:])
-		} else {
-			m = protowire.ConsumeFieldValue(num, typ, b[n:])
-		}
-		if m < 0 {
-			return d, nil, protowire.ParseError(m)
-		}
-		if num == requestNamesField && typ == protowire.BytesType {
-			if run == 0 {
-				runStart = b
-			}
-			run += n + m // names usually come in one run: hashed in one write
-			d.count++
-		} else {
-			if run > 0 {
-				h.Write(runStart[:run])
-				run = 0
-			}
-			rest = append(rest, b[:n+m]...)
-		}
-		b = b[n+m:]
+	d, err := sotwFields(r.raw, func(field []byte, _ protowire.Number, _ []byte) { rest = append(rest, field...) })
+	if err != nil {
+		return d, nil, err
 	}
-	if run > 0 {
-		h.Write(runStart[:run])
-	}
-	d.hash = h.Sum64()
 	if err := proto.Unmarshal(rest, &r.msg); err != nil {
 		return d, nil, err
 	}
@@ -135,6 +83,70 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 		return out, nil
 	}
 	return d, names, nil
+}
+
+// sotwFields walks a SotW request's encoding: it hashes the resource_names
+// fields into their digest (a run of names at the cost of a varint each)
+// and calls other with every other field's whole encoding, its number and,
+// for a bytes field, its value.
+func sotwFields(raw []byte, other func(field []byte, num protowire.Number, val []byte)) (namesDigest, error) {
+	var d namesDigest
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	b := raw
+	var runStart []byte // where the current run of names began
+	run := 0            // its length
+	for len(b) > 0 {
+		if b[0] == namesTag {
+			if run == 0 {
+				runStart = b
+			}
+			for len(b) > 0 && b[0] == namesTag {
+				l, n := protowire.ConsumeVarint(b[1:])
+				if n < 0 || uint64(len(b)-1-n) < l {
+					return d, errors.New("resource_names: truncated")
+				}
+				size := 1 + n + int(l)
+				run += size
+				d.count++
+				b = b[size:]
+			}
+			continue
+		}
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return d, protowire.ParseError(n)
+		}
+		var m int
+		var val []byte
+		if typ == protowire.BytesType {
+			val, m = protowire.ConsumeBytes(b[n:])
+		} else {
+			m = protowire.ConsumeFieldValue(num, typ, b[n:])
+		}
+		if m < 0 {
+			return d, protowire.ParseError(m)
+		}
+		if num == requestNamesField && typ == protowire.BytesType {
+			if run == 0 {
+				runStart = b
+			}
+			run += n + m // names usually come in one run: hashed in one write
+			d.count++
+		} else {
+			if run > 0 {
+				h.Write(runStart[:run])
+				run = 0
+			}
+			other(b[:n+m], num, val)
+		}
+		b = b[n+m:]
+	}
+	if run > 0 {
+		h.Write(runStart[:run])
+	}
+	d.hash = h.Sum64()
+	return d, nil
 }
 
 // handleSotwWire applies a request received as a sotwRequest: a name list

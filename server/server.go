@@ -117,6 +117,9 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st := s.newStream(false, only)
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
+	if r := inlineReceiverOf(gs); r != nil {
+		r.SetInline(st.ackSotwInline)
+	}
 	recv := func() (*sotwRequest, error) {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
@@ -128,6 +131,9 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
+	if r := inlineReceiverOf(gs); r != nil {
+		r.SetInline(st.ackDeltaInline)
+	}
 	return serve(st, gs.Recv, st.handleDelta)
 }
 

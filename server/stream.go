@@ -48,6 +48,10 @@ type stream struct {
 	// sendWire, when set, sends a response assembled from pre-encoded
 	// parts (a *wireResponse) instead of a message.
 	sendWire func(any) error
+	// held is set when the last push held a response back behind one not
+	// yet ACKed: an ACK taken inline then wakes the stream.
+	held   bool
+	closed bool // close has run
 }
 
 // serve runs the stream on the handler's goroutine: it receives requests
@@ -160,6 +164,7 @@ func (st *stream) close() {
 	st.waker.close()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.closed = true
 	st.warm.clear()
 	st.hb.stop()
 	if st.watcher != nil {

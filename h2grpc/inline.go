@@ -1,0 +1,38 @@
+package h2grpc
+
+// InlineReceiver is implemented by this server's streams. A handler reaches
+// it by asserting its grpc.ServerStream (unwrapped from
+// grpc.GenericServerStream, which hides it) to this interface.
+type InlineReceiver interface {
+	// SetInline lets the handler take messages on the connection's reader
+	// goroutine, without being woken: each complete message that arrives
+	// while the handler waits in RecvMsg with nothing queued is passed to
+	// fn, undecoded (the codec is bypassed). If fn returns true the message
+	// is consumed; if false it is queued for RecvMsg as usual, and messages
+	// keep their order either way. msg is only valid during the call.
+	//
+	// fn runs with the stream's receive lock held and the connection
+	// reading nothing else: it must not block, and must not call the
+	// stream's methods. Call SetInline from the handler, before its first
+	// RecvMsg; nil turns it off.
+	SetInline(fn func(msg []byte) bool)
+}
+
+var _ InlineReceiver = (*stream)(nil)
+
+// SetInline implements InlineReceiver.
+func (st *stream) SetInline(fn func(msg []byte) bool) {
+	st.rmu.Lock()
+	st.inline = fn
+	st.rmu.Unlock()
+}
+
+// inlineLocked passes msg to the inline receiver if the handler waits with
+// nothing queued, and reports whether it took the message. Call it with rmu
+// held.
+func (st *stream) inlineLocked(msg []byte) bool {
+	if st.inline == nil || !st.recvWaiting || len(st.queue) > 0 || st.closed || st.rerr != nil {
+		return false
+	}
+	return st.inline(msg)
+}

@@ -1,0 +1,134 @@
+package h2grpc_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+
+	"google.golang.org/grpc"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// inlineService's StreamingInputCall takes the requests whose payload is
+// one byte inline, and the others through Recv; both log each request's
+// size in the order they handle them.
+type inlineService struct {
+	testgrpc.UnimplementedTestServiceServer
+	mu       sync.Mutex
+	log      []int // payload sizes, as handled
+	inlined  int
+	received int
+	seen     chan struct{} // a request was handled, either way
+}
+
+func (s *inlineService) record(size int, inline bool) {
+	s.mu.Lock()
+	s.log = append(s.log, size)
+	if inline {
+		s.inlined++
+	} else {
+		s.received++
+	}
+	s.mu.Unlock()
+	s.seen <- struct{}{}
+}
+
+func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_StreamingInputCallServer) error {
+	g := stream.(*grpc.GenericServerStream[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse])
+	r, ok := g.ServerStream.(h2grpc.InlineReceiver)
+	if !ok {
+		return errors.New("not an h2grpc.InlineReceiver")
+	}
+	r.SetInline(func(msg []byte) bool {
+		var req testgrpc.StreamingInputCallRequest
+		if err := proto.Unmarshal(msg, &req); err != nil || len(req.GetPayload().GetBody()) != 1 {
+			return false
+		}
+		s.record(1, true)
+		return true
+	})
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&testgrpc.StreamingInputCallResponse{})
+		}
+		if err != nil {
+			return err
+		}
+		s.record(len(req.GetPayload().GetBody()), false)
+	}
+}
+
+// TestInlineKeepsOrder sends a mix of requests that the inline receiver
+// takes and requests it leaves (a large one among them spans frames) and
+// checks that every request was handled once, in the order sent, and that
+// both paths were used.
+func TestInlineKeepsOrder(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h2grpc.NewServer(h2grpc.Options{})
+	svc := &inlineService{seen: make(chan struct{}, 1024)}
+	testgrpc.RegisterTestServiceServer(s, svc)
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(lis) }()
+	defer func() {
+		s.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	c := dial(t, lis.Addr().String())
+	stream, err := c.StreamingInputCall(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []int
+	for i := range 300 {
+		size := 1
+		switch {
+		case i%7 == 3:
+			size = 2
+		case i%50 == 10:
+			size = 100_000 // several DATA frames: assembled before it goes inline or not
+		}
+		want = append(want, size)
+		if err := stream.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, size)}}); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 { // now and then, let the handler catch up
+			for len(svc.seenSoFar()) < i+1 {
+				<-svc.seen // one per request handled
+			}
+		}
+	}
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	got := svc.seenSoFar()
+	if len(got) != len(want) {
+		t.Fatalf("%d requests handled, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("request %d handled with size %d, want %d: order lost", i, got[i], want[i])
+		}
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if svc.inlined == 0 || svc.received == 0 {
+		t.Errorf("%d requests inline and %d received: want both paths used", svc.inlined, svc.received)
+	}
+}
+
+func (s *inlineService) seenSoFar() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int(nil), s.log...)
+}
