@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
@@ -17,26 +18,26 @@ import (
 // action does for its own heap.
 const (
 	trimEvery    = 100 * time.Millisecond // how often the heap is looked at
-	trimMinFree  = 16 << 20               // freed and still resident: at least this
+	trimMinFree  = 16 << 20               // reclaimable (see heapLook): at least this
 	trimMinRatio = 0.25                   // and at least this share of the heap's objects
 	trimQuiet    = 1 << 20                // allocated since the last look: at most this
-	trimAtMost   = 5 * time.Second        // between two trims, unless
-	trimBurst    = 64 << 20               // at least this was allocated since the last
+	trimCycles   = 2                      // collections the runtime ran since the last trim: at least this
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
 // says so, looking every trimEvery, and returns when ctx ends.
-func trimHeap(ctx context.Context) {
+func trimHeap(ctx context.Context, log *slog.Logger) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
 		{Name: "/gc/cycles/total:gc-cycles"},
 		{Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/heap/live:bytes"},
 	}
 	look := func() heapLook {
 		metrics.Read(samples)
 		return heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
-			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64()}
+			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64(), live: samples[4].Value.Uint64()}
 	}
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
@@ -46,9 +47,12 @@ func trimHeap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if tr.due(now, look()) {
+			if h := look(); tr.due(h) {
 				debug.FreeOSMemory()
-				tr.trimmed(now, look())
+				after := look()
+				tr.trimmed(after)
+				log.Debug("returned freed heap to the OS", "reclaimable_mib", h.reclaimable()>>20, "heap_mib", after.objects>>20,
+					"took", time.Since(now).Round(time.Millisecond))
 			}
 		}
 	}
@@ -57,30 +61,38 @@ func trimHeap(ctx context.Context) {
 // heapLook is what the trimmer reads of the heap.
 type heapLook struct {
 	free, objects  uint64 // bytes freed and still resident; bytes in objects
+	live           uint64 // bytes the last collection found live
 	cycles, allocs uint64 // collections run; bytes allocated: both cumulative
 }
 
-// trimmer decides when to trim: when at least trimMinFree bytes (and
-// trimMinRatio of the heap's objects) are free and resident, and the burst
-// is over (no collection has run and at most trimQuiet bytes were allocated
-// since the last look). A trim forces one collection, so there is at most
-// one per trimAtMost, unless trimBurst bytes were allocated since the last
-// (the end of a large burst, such as thousands of clients' initial sync, is
-// not kept waiting). Its zero value is ready.
-type trimmer struct {
-	last     heapLook  // at the previous look
-	atTrim   uint64    // allocs at the last trim
-	lastTrim time.Time // zero before the first
+// reclaimable is what a collection would leave free and resident: the free
+// bytes, and the objects allocated since the last collection, most of
+// them garbage once a burst is over.
+func (h heapLook) reclaimable() uint64 {
+	return h.free + h.objects - min(h.live, h.objects)
 }
 
-func (tr *trimmer) due(now time.Time, h heapLook) bool {
+// trimmer decides when to trim: when at least trimMinFree bytes (and
+// trimMinRatio of the heap's objects) are reclaimable, and the burst
+// is over (no collection has run and at most trimQuiet bytes were allocated
+// since the last look). A trim forces a collection, so there is at most one
+// per trimCycles collections the runtime ran by itself: trimming costs at
+// most a third of what collecting costs anyway, however often bursts come.
+// Its zero value is ready.
+type trimmer struct {
+	last   heapLook // at the previous look
+	atTrim uint64   // collections run when the last trim ended
+}
+
+func (tr *trimmer) due(h heapLook) bool {
 	quiet := h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet
 	tr.last = h
-	return quiet && h.free >= trimMinFree && float64(h.free) >= trimMinRatio*float64(h.objects) &&
-		(now.Sub(tr.lastTrim) >= trimAtMost || h.allocs-tr.atTrim >= trimBurst)
+	r := h.reclaimable()
+	return quiet && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) &&
+		h.cycles-tr.atTrim >= trimCycles
 }
 
-// trimmed records a trim at now, h being the heap after it.
-func (tr *trimmer) trimmed(now time.Time, h heapLook) {
-	tr.last, tr.atTrim, tr.lastTrim = h, h.allocs, now
+// trimmed records a trim, h being the heap after it.
+func (tr *trimmer) trimmed(h heapLook) {
+	tr.last, tr.atTrim = h, h.cycles
 }

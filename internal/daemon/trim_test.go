@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
 	"runtime/metrics"
 	"testing"
@@ -29,7 +30,7 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		trimHeap(ctx)
+		trimHeap(ctx, slog.New(slog.DiscardHandler))
 	}()
 	defer func() {
 		cancel()
@@ -46,44 +47,50 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 
 func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	var tr trimmer
-	t0 := time.Now()
-	h := heapLook{free: 32 << 20, objects: 64 << 20, cycles: 1, allocs: 100 << 20}
-	if tr.due(t0, h) {
+	h := heapLook{free: 32 << 20, objects: 64 << 20, live: 64 << 20, cycles: 5, allocs: 100 << 20}
+	if tr.due(h) {
 		t.Fatal("trimmed on its first look: nothing says the burst is over")
 	}
-	if !tr.due(t0.Add(trimEvery), h) {
+	if !tr.due(h) {
 		t.Fatal("no trim once quiet with 32 MiB free")
 	}
-	tr.trimmed(t0.Add(trimEvery), heapLook{objects: 64 << 20, cycles: 2, allocs: 100 << 20})
+	tr.trimmed(heapLook{objects: 64 << 20, live: 64 << 20, cycles: 6, allocs: 100 << 20})
 
-	// A small burst, then quiet, within trimAtMost: no trim.
-	at := t0.Add(time.Second)
-	small := heapLook{free: 20 << 20, objects: 64 << 20, cycles: 3, allocs: 120 << 20}
-	tr.due(at, small)
-	if tr.due(at.Add(trimEvery), small) {
-		t.Fatal("trimmed again within trimAtMost after a small burst")
+	// One collection since the trim, then quiet: no trim yet.
+	one := heapLook{free: 20 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120 << 20}
+	tr.due(one)
+	if tr.due(one) {
+		t.Fatalf("trimmed after %d collection of the runtime's own, want %d", 1, trimCycles)
 	}
 	// Busy: a collection ran since the last look.
-	busy := heapLook{free: 40 << 20, objects: 64 << 20, cycles: 4, allocs: 120 << 20}
-	if tr.due(at.Add(2*trimEvery), busy) {
+	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120 << 20}
+	if tr.due(busy) {
 		t.Fatal("trimmed while collections still run")
 	}
-	// A large burst, then quiet, still within trimAtMost: trim.
-	large := heapLook{free: 40 << 20, objects: 64 << 20, cycles: 9, allocs: 100<<20 + trimBurst}
-	tr.due(at.Add(3*trimEvery), large)
-	if !tr.due(at.Add(4*trimEvery), large) {
-		t.Fatal("no trim after a burst of trimBurst bytes")
+	// Allocating more than trimQuiet since the last look is busy too.
+	if tr.due(heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120<<20 + 2*trimQuiet}) {
+		t.Fatal("trimmed while allocating")
+	}
+	if !tr.due(heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120<<20 + 2*trimQuiet}) {
+		t.Fatal("no trim after two collections and a quiet look")
+	}
+	// Garbage not yet collected counts: objects allocated since the last
+	// collection found 40 MiB live.
+	var fresh trimmer
+	uncollected := heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}
+	fresh.due(uncollected)
+	if !fresh.due(uncollected) {
+		t.Fatal("no trim with 24 MiB allocated since the last collection and 1 MiB free")
 	}
 	// Too little free, or too small a share of the heap: no trim.
-	var fresh trimmer
-	few := heapLook{free: trimMinFree - 1, objects: 8 << 20}
-	fresh.due(t0, few)
-	if fresh.due(t0.Add(trimEvery), few) {
-		t.Fatal("trimmed with less than trimMinFree free")
-	}
-	share := heapLook{free: 20 << 20, objects: 200 << 20}
-	fresh.due(t0, share)
-	if fresh.due(t0.Add(trimEvery), share) {
-		t.Fatal("trimmed with less than trimMinRatio of the heap free")
+	for _, h := range []heapLook{
+		{free: trimMinFree - 1, objects: 8 << 20, live: 8 << 20, cycles: 10},
+		{free: 20 << 20, objects: 200 << 20, live: 200 << 20, cycles: 10},
+	} {
+		var fresh trimmer
+		fresh.due(h)
+		if fresh.due(h) {
+			t.Fatalf("trimmed %d MiB free of %d MiB", h.free>>20, h.objects>>20)
+		}
 	}
 }
