@@ -157,12 +157,12 @@ func (c *conn) readLoop() error {
 				err = c.handle(f)
 			}
 		}
-		var se http2.StreamError
-		if errors.As(err, &se) {
-			c.resetStream(se.StreamID, se.Code)
-			continue
-		}
 		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.resetStream(se.StreamID, se.Code)
+				continue
+			}
 			return err
 		}
 	}

@@ -36,6 +36,13 @@ type pooledReader struct {
 	pool mem.BufferPool
 	buf  *[]byte // nil when empty
 	r, w int     // unread bytes are (*buf)[r:w]
+
+	// The read fill passes to rc, made once (a closure would be allocated
+	// on every read), and its arguments and results.
+	readFn func(fd uintptr) bool
+	dst    []byte
+	n      int
+	rerr   error
 }
 
 func (p *pooledReader) Read(b []byte) (int, error) {
@@ -60,24 +67,14 @@ func (p *pooledReader) Read(b []byte) (int, error) {
 // least a buffer long (leaving p.buf nil and the count in p.w), else into
 // a pooled buffer.
 func (p *pooledReader) fill(b []byte) error {
-	var n int
-	var rerr error
-	err := p.rc.Read(func(fd uintptr) bool {
-		dst := b
-		if len(b) < readBufSize {
-			p.buf = p.pool.Get(readBufSize)
-			dst = *p.buf
-		}
-		n, rerr = syscall.Read(int(fd), dst)
-		if rerr == syscall.EAGAIN || rerr == syscall.EWOULDBLOCK {
-			if p.buf != nil {
-				p.pool.Put(p.buf) // not held while waiting
-				p.buf = nil
-			}
-			return false
-		}
-		return true
-	})
+	if p.readFn == nil {
+		p.readFn = p.read
+	}
+	p.dst = b
+	err := p.rc.Read(p.readFn)
+	p.dst = nil
+	n, rerr := p.n, p.rerr
+	p.rerr = nil
 	if err == nil {
 		err = rerr
 	}
@@ -93,4 +90,23 @@ func (p *pooledReader) fill(b []byte) error {
 	}
 	p.r, p.w = 0, n
 	return nil
+}
+
+// read is fill's read of the socket fd, into dst or a pooled buffer; it
+// returns false (wait) if there is nothing to read.
+func (p *pooledReader) read(fd uintptr) bool {
+	dst := p.dst
+	if len(dst) < readBufSize {
+		p.buf = p.pool.Get(readBufSize)
+		dst = *p.buf
+	}
+	p.n, p.rerr = syscall.Read(int(fd), dst)
+	if p.rerr == syscall.EAGAIN || p.rerr == syscall.EWOULDBLOCK {
+		if p.buf != nil {
+			p.pool.Put(p.buf) // not held while waiting
+			p.buf = nil
+		}
+		return false
+	}
+	return true
 }

@@ -317,7 +317,25 @@ func (st *stream) SendMsg(m any) error {
 		return status.Errorf(codes.Internal, "h2grpc: failed to marshal the message: %v", err)
 	}
 	defer data.Free()
-	size := data.Len()
+	var arr [8][]byte
+	parts := arr[:0]
+	for _, b := range data {
+		parts = append(parts, b.ReadOnlyData())
+	}
+	return st.send(parts, data.Len())
+}
+
+// SendParts implements PartsSender.
+func (st *stream) SendParts(parts [][]byte) error {
+	size := 0
+	for _, p := range parts {
+		size += len(p)
+	}
+	return st.send(parts, size)
+}
+
+// send sends one message of size bytes, the concatenation of parts.
+func (st *stream) send(parts [][]byte, size int) error {
 	if max := st.c.srv.opts.MaxSendMsgSize; max > 0 && size > max {
 		return status.Errorf(codes.ResourceExhausted, "h2grpc: trying to send message larger than max (%d vs. %d)", size, max)
 	}
@@ -352,7 +370,7 @@ func (st *stream) SendMsg(m any) error {
 		c.wbuf = appendFrameHeader(c.wbuf, n, http2.FrameData, 0, st.id)
 		for k := n; k > 0; {
 			if len(cur) == 0 {
-				cur = data[next].ReadOnlyData()
+				cur = parts[next]
 				next++
 				continue
 			}

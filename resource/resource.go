@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -116,9 +117,24 @@ func (r *Resource) Hash() uint64 { return r.hash }
 
 // SetVersion formats the XOR of resource hashes as a version string.
 func SetVersion(xor uint64) string {
+	slot := &setVersions[xor%uint64(len(setVersions))] // xor is a hash: well spread
+	if v := slot.Load(); v != nil && v.xor == xor {
+		return v.s
+	}
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], xor)
-	return hex.EncodeToString(b[:])
+	v := &setVersion{xor, hex.EncodeToString(b[:])}
+	slot.Store(v)
+	return v.s
+}
+
+// setVersions holds recently formatted set versions: after a change, every
+// stream that holds the same set asks for the same one.
+var setVersions [256]atomic.Pointer[setVersion]
+
+type setVersion struct {
+	xor uint64
+	s   string
 }
 
 // vhostAliases derives VHDS aliases: a vhost named "<rc>/<vh>" is also known

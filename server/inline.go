@@ -23,17 +23,34 @@ type inlineReceiver interface {
 	SetInline(fn func(msg []byte) bool)
 }
 
-// inlineReceiverOf returns gs as an inlineReceiver, if its transport's
-// stream is one.
-func inlineReceiverOf(gs any) inlineReceiver {
+// partsSender is a gRPC stream that sends a message from its encoded parts
+// (h2grpc's streams are).
+type partsSender interface {
+	SendParts(parts [][]byte) error
+}
+
+// transportStream returns the transport's stream under gs, which
+// grpc.GenericServerStream hides.
+func transportStream(gs any) any {
 	switch g := gs.(type) {
 	case *grpc.GenericServerStream[discovery.DeltaDiscoveryRequest, discovery.DeltaDiscoveryResponse]:
-		gs = g.ServerStream
+		return g.ServerStream
 	case *grpc.GenericServerStream[discovery.DiscoveryRequest, discovery.DiscoveryResponse]:
-		gs = g.ServerStream
+		return g.ServerStream
 	}
-	r, _ := gs.(inlineReceiver)
-	return r
+	return gs
+}
+
+// useFastPaths sets st up to take ACKs inline and send from parts, as far
+// as gs's transport allows.
+func (st *stream) useFastPaths(gs any, ack func([]byte) bool) {
+	ts := transportStream(gs)
+	if r, ok := ts.(inlineReceiver); ok {
+		r.SetInline(ack)
+	}
+	if s, ok := ts.(partsSender); ok {
+		st.sendParts = s.SendParts
+	}
 }
 
 // ackDeltaInline takes an incremental request on the connection's reader

@@ -165,6 +165,17 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	} else {
 		rs = st.sotwResources(ts, w)
 	}
+	if st.sendParts != nil {
+		sc := getParts(func(b []byte) []byte { return appendSotwHeader(b, ts.lastVersion, ts.t.URL, nonce) })
+		if whole {
+			sc.parts = append(sc.parts, c.sotwEntries())
+		} else {
+			for _, r := range rs {
+				sc.parts = append(sc.parts, st.sotwPart(r))
+			}
+		}
+		return sc.send(st.sendParts)
+	}
 	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
 	bodies := func() {
 		resp.Resources = make([]*anypb.Any, len(rs))
@@ -181,13 +192,17 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	}
 	parts := make([][]byte, len(rs))
 	for i, r := range rs {
-		if body := st.sotwBody(r); body == r.Body {
-			parts[i] = r.SotWField() // shared by every stream
-		} else {
-			parts[i] = entry(body)
-		}
+		parts[i] = st.sotwPart(r)
 	}
 	return st.sendWire(sotwWire(resp, parts, bodies))
+}
+
+// sotwPart returns r's entry in a SotW response's resources.
+func (st *stream) sotwPart(r *resource.Resource) []byte {
+	if body := st.sotwBody(r); body != r.Body {
+		return entry(body) // a TTL wrapper
+	}
+	return r.SotWField() // shared by every stream
 }
 
 // sendDelta writes an incremental response with items and removed.
@@ -197,6 +212,24 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 	// made only if a codec other than ours asks.
 	c := ts.shared
 	whole := c != nil && len(removed) == 0 && len(items) == len(c.keys) && plain(items)
+	if st.sendParts != nil {
+		sc := getParts(func(b []byte) []byte {
+			return appendDeltaHeader(b, ts.lastVersion, ts.t.URL, nonce, removed)
+		})
+		switch {
+		case whole:
+			sc.parts = append(sc.parts, c.deltaEntries())
+		case ts.t.URL != resource.VirtualHostType && plain(items): // an entry per item, none particular
+			for _, it := range items {
+				sc.parts = append(sc.parts, it.res.DeltaField())
+			}
+		default:
+			for _, e := range deltaEntries(ts.t, items, removed) {
+				sc.parts = append(sc.parts, e.encoded(ts.t))
+			}
+		}
+		return sc.send(st.sendParts)
+	}
 	var entries []deltaEntry
 	if !whole {
 		entries = deltaEntries(ts.t, items, removed)

@@ -117,9 +117,7 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st := s.newStream(false, only)
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
-	if r := inlineReceiverOf(gs); r != nil {
-		r.SetInline(st.ackSotwInline)
-	}
+	st.useFastPaths(gs, st.ackSotwInline)
 	recv := func() (*sotwRequest, error) {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
@@ -131,9 +129,7 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
-	if r := inlineReceiverOf(gs); r != nil {
-		r.SetInline(st.ackDeltaInline)
-	}
+	st.useFastPaths(gs, st.ackDeltaInline)
 	return serve(st, gs.Recv, st.handleDelta)
 }
 

@@ -61,15 +61,28 @@ type transitionKey struct{ from uint64 }
 // canonicalIDs numbers canonical lists.
 var canonicalIDs atomic.Uint64
 
+// canonicalKey is the memo key of a canonical list: a type's order and
+// the flags. Keys are used by address, from canonicalKeys, so that making
+// one an interface value allocates nothing.
 type canonicalKey struct {
-	t     *resource.Type
+	order int
 	flags uint8
+}
+
+var canonicalKeys [16][256]canonicalKey
+
+func init() {
+	for order := range canonicalKeys {
+		for flags := range canonicalKeys[order] {
+			canonicalKeys[order][flags] = canonicalKey{order, uint8(flags)}
+		}
+	}
 }
 
 // canonicalOf returns snap's canonical list of t with flags, made once per
 // snapshot.
 func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical {
-	return snap.Memo(canonicalKey{t, flags}, func() any {
+	return snap.Memo(&canonicalKeys[t.Order][flags], func() any {
 		rs := snap.Resources(t)
 		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
 		for i, r := range rs {

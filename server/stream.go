@@ -48,6 +48,9 @@ type stream struct {
 	// sendWire, when set, sends a response assembled from pre-encoded
 	// parts (a *wireResponse) instead of a message.
 	sendWire func(any) error
+	// sendParts, when set, sends a response from its encoded parts (the
+	// transport's own fast path).
+	sendParts func([][]byte) error
 	// held is set when the last push held a response back behind one not
 	// yet ACKed: an ACK taken inline then wakes the stream.
 	held   bool

@@ -10,6 +10,7 @@ import "sync"
 type waker struct {
 	fn   func()   // the work; set before the first wake, runs on one goroutine at a time
 	pool *workers // runs fn; set before the first wake
+	task func()   // loop, as submitted to pool: made once
 	wg   sync.WaitGroup
 
 	mu      sync.Mutex // guards the fields below
@@ -30,7 +31,10 @@ func (w *waker) wake() {
 	default:
 		w.running = true
 		w.wg.Add(1)
-		w.pool.submit(w.loop)
+		if w.task == nil {
+			w.task = w.loop
+		}
+		w.pool.submit(w.task)
 	}
 }
 

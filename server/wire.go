@@ -1,6 +1,8 @@
 package server
 
 import (
+	"sync"
+
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/encoding/proto"
@@ -59,23 +61,65 @@ func (w *wireResponse) buffers() mem.BufferSlice {
 // resp is the same response as a message, whose resources complete fills
 // if it is ever needed.
 func sotwWire(resp *discovery.DiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
-	h := appendString(nil, sotwVersionField, resp.VersionInfo)
-	h = appendString(h, sotwTypeURLField, resp.TypeUrl)
-	h = appendString(h, sotwNonceField, resp.Nonce)
+	h := appendSotwHeader(nil, resp.VersionInfo, resp.TypeUrl, resp.Nonce)
 	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
+}
+
+// appendSotwHeader appends the fields of a SotW response but its resources.
+func appendSotwHeader(b []byte, version, typeURL, nonce string) []byte {
+	b = appendString(b, sotwVersionField, version)
+	b = appendString(b, sotwTypeURLField, typeURL)
+	return appendString(b, sotwNonceField, nonce)
 }
 
 // deltaWire assembles an incremental response: parts are the encoded
 // entries of the resources that complete puts in resp, in the same order.
 func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
-	h := appendString(nil, deltaVersionField, resp.SystemVersionInfo)
-	h = appendString(h, deltaTypeURLField, resp.TypeUrl)
-	h = appendString(h, deltaNonceField, resp.Nonce)
-	for _, n := range resp.RemovedResources {
-		h = protowire.AppendTag(h, deltaRemovedField, protowire.BytesType)
-		h = protowire.AppendString(h, n)
-	}
+	h := appendDeltaHeader(nil, resp.SystemVersionInfo, resp.TypeUrl, resp.Nonce, resp.RemovedResources)
 	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
+}
+
+// appendDeltaHeader appends the fields of an incremental response but its
+// resources.
+func appendDeltaHeader(b []byte, version, typeURL, nonce string, removed []string) []byte {
+	b = appendString(b, deltaVersionField, version)
+	b = appendString(b, deltaTypeURLField, typeURL)
+	b = appendString(b, deltaNonceField, nonce)
+	for _, n := range removed {
+		b = protowire.AppendTag(b, deltaRemovedField, protowire.BytesType)
+		b = protowire.AppendString(b, n)
+	}
+	return b
+}
+
+// partsScratch is what a response sent from parts (stream.sendParts) is
+// assembled in: its header and its list of parts. Both are reused, from
+// partsScratches, since the transport copies them before SendParts
+// returns.
+type partsScratch struct {
+	header []byte
+	parts  [][]byte
+}
+
+var partsScratches = sync.Pool{New: func() any { return new(partsScratch) }}
+
+// getParts returns a scratch whose parts hold the header that
+// appendHeader writes, ready for the resources' parts.
+func getParts(appendHeader func([]byte) []byte) *partsScratch {
+	sc := partsScratches.Get().(*partsScratch)
+	sc.header = appendHeader(sc.header[:0])
+	sc.parts = append(sc.parts[:0], sc.header)
+	return sc
+}
+
+// send sends the parts with send and gives the scratch back.
+func (sc *partsScratch) send(send func([][]byte) error) error {
+	err := send(sc.parts)
+	clear(sc.parts) // no references into resources kept while pooled
+	if cap(sc.header) <= 4<<10 && cap(sc.parts) <= 1<<10 {
+		partsScratches.Put(sc)
+	}
+	return err
 }
 
 // entry encodes m as one entry of a response's resources field, for the

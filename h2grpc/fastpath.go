@@ -20,6 +20,19 @@ type InlineReceiver interface {
 
 var _ InlineReceiver = (*stream)(nil)
 
+// PartsSender is implemented by this server's streams, reached as
+// InlineReceiver is.
+type PartsSender interface {
+	// SendParts sends one message whose encoding is the concatenation of
+	// parts, bypassing the codec: a sender that keeps encoded pieces (a
+	// header of its own, bodies shared by many streams) sends them without
+	// assembling them first. It is SendMsg otherwise; parts are not
+	// retained.
+	SendParts(parts [][]byte) error
+}
+
+var _ PartsSender = (*stream)(nil)
+
 // SetInline implements InlineReceiver.
 func (st *stream) SetInline(fn func(msg []byte) bool) {
 	st.rmu.Lock()
