@@ -21,7 +21,8 @@ const (
 	trimMinFree  = 16 << 20               // reclaimable (see heapLook): at least this
 	trimMinRatio = 0.25                   // and at least this share of the heap's objects
 	trimQuiet    = 1 << 20                // allocated since the last look: at most this
-	trimCycles   = 2                      // collections the runtime ran since the last trim: at least this
+	trimLooks    = 2                      // quiet looks in a row before a trim
+	trimCycles   = 1                      // collections the runtime ran since the last trim: at least this
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
@@ -73,26 +74,31 @@ func (h heapLook) reclaimable() uint64 {
 }
 
 // trimmer decides when to trim: when at least trimMinFree bytes (and
-// trimMinRatio of the heap's objects) are reclaimable, and the burst
-// is over (no collection has run and at most trimQuiet bytes were allocated
-// since the last look). A trim forces a collection, so there is at most one
-// per trimCycles collections the runtime ran by itself: trimming costs at
-// most a third of what collecting costs anyway, however often bursts come.
-// Its zero value is ready.
+// trimMinRatio of the heap's objects) are reclaimable, and the burst is
+// over: for trimLooks looks in a row, no collection has run and at most
+// trimQuiet bytes were allocated since the previous look. A trim forces a
+// collection, so there is at most one per trimCycles collections the
+// runtime ran by itself: trimming never costs more than collecting costs
+// anyway, however often bursts come. Its zero value is ready.
 type trimmer struct {
 	last   heapLook // at the previous look
+	quiet  int      // quiet looks in a row
 	atTrim uint64   // collections run when the last trim ended
 }
 
 func (tr *trimmer) due(h heapLook) bool {
-	quiet := h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet
+	if h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet {
+		tr.quiet++
+	} else {
+		tr.quiet = 0
+	}
 	tr.last = h
 	r := h.reclaimable()
-	return quiet && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) &&
+	return tr.quiet >= trimLooks && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) &&
 		h.cycles-tr.atTrim >= trimCycles
 }
 
 // trimmed records a trim, h being the heap after it.
 func (tr *trimmer) trimmed(h heapLook) {
-	tr.last, tr.atTrim = h, h.cycles
+	tr.last, tr.atTrim, tr.quiet = h, h.cycles, 0
 }

@@ -45,41 +45,48 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 	}
 }
 
+// look has the trimmer look at h n times, and returns its last answer.
+func look(tr *trimmer, h heapLook, n int) bool {
+	due := false
+	for range n {
+		due = tr.due(h)
+	}
+	return due
+}
+
 func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	var tr trimmer
 	h := heapLook{free: 32 << 20, objects: 64 << 20, live: 64 << 20, cycles: 5, allocs: 100 << 20}
-	if tr.due(h) {
-		t.Fatal("trimmed on its first look: nothing says the burst is over")
+	if look(&tr, h, trimLooks) {
+		t.Fatal("trimmed before trimLooks quiet looks: the first says nothing of the burst")
 	}
 	if !tr.due(h) {
 		t.Fatal("no trim once quiet with 32 MiB free")
 	}
 	tr.trimmed(heapLook{objects: 64 << 20, live: 64 << 20, cycles: 6, allocs: 100 << 20})
 
-	// One collection since the trim, then quiet: no trim yet.
-	one := heapLook{free: 20 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120 << 20}
-	tr.due(one)
-	if tr.due(one) {
-		t.Fatalf("trimmed after %d collection of the runtime's own, want %d", 1, trimCycles)
+	// Allocating since the trim, with no collection: no trim yet.
+	none := heapLook{free: 20 << 20, objects: 64 << 20, live: 64 << 20, cycles: 6, allocs: 120 << 20}
+	if look(&tr, none, trimLooks+1) {
+		t.Fatal("trimmed again with no collection of the runtime's own since the last trim")
 	}
-	// Busy: a collection ran since the last look.
-	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120 << 20}
+	// A collection ran since the last look: busy; then quiet looks.
+	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120 << 20}
 	if tr.due(busy) {
 		t.Fatal("trimmed while collections still run")
 	}
 	// Allocating more than trimQuiet since the last look is busy too.
-	if tr.due(heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120<<20 + 2*trimQuiet}) {
+	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120<<20 + 2*trimQuiet}
+	if tr.due(alloc) {
 		t.Fatal("trimmed while allocating")
 	}
-	if !tr.due(heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 8, allocs: 120<<20 + 2*trimQuiet}) {
-		t.Fatal("no trim after two collections and a quiet look")
+	if look(&tr, alloc, trimLooks-1) || !tr.due(alloc) {
+		t.Fatal("want a trim after exactly trimLooks quiet looks")
 	}
 	// Garbage not yet collected counts: objects allocated since the last
 	// collection found 40 MiB live.
 	var fresh trimmer
-	uncollected := heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}
-	fresh.due(uncollected)
-	if !fresh.due(uncollected) {
+	if !look(&fresh, heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}, trimLooks+1) {
 		t.Fatal("no trim with 24 MiB allocated since the last collection and 1 MiB free")
 	}
 	// Too little free, or too small a share of the heap: no trim.
@@ -88,8 +95,7 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 		{free: 20 << 20, objects: 200 << 20, live: 200 << 20, cycles: 10},
 	} {
 		var fresh trimmer
-		fresh.due(h)
-		if fresh.due(h) {
+		if look(&fresh, h, trimLooks+1) {
 			t.Fatalf("trimmed %d MiB free of %d MiB", h.free>>20, h.objects>>20)
 		}
 	}
