@@ -348,7 +348,8 @@ func (st *stream) send(parts [][]byte, size int) error {
 		return err
 	}
 	total := len(prefix) + size
-	c.wbuf = slices.Grow(c.buf(), frameHeaderLen+len(responseHeaders)+total+frameHeaderLen*(total/c.maxFrame+1))
+	need := frameHeaderLen + len(responseHeaders) + total + frameHeaderLen*(total/c.maxFrame+1)
+	c.wbuf = slices.Grow(c.buf(), min(need, maxPooledWrite))
 	if !st.headersSent {
 		st.appendHeadersLocked()
 	}
@@ -367,7 +368,14 @@ func (st *stream) send(parts [][]byte, size int) error {
 			c.wcond.Wait()
 		}
 		n := int(min(int64(left), c.sendWin, st.sendWin, int64(c.maxFrame)))
-		c.wbuf = appendFrameHeader(c.wbuf, n, http2.FrameData, 0, st.id)
+		if len(c.wbuf) > 0 && len(c.wbuf)+frameHeaderLen+n > maxPooledWrite {
+			// A large message is written a pooled buffer at a time.
+			if err := c.flushLocked(); err != nil {
+				return err
+			}
+			c.wbuf = slices.Grow(c.buf(), min(frameHeaderLen*(left/c.maxFrame+1)+left, maxPooledWrite))
+		}
+		c.wbuf = appendFrameHeader(c.buf(), n, http2.FrameData, 0, st.id)
 		for k := n; k > 0; {
 			if len(cur) == 0 {
 				cur = parts[next]
