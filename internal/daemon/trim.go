@@ -21,8 +21,8 @@ const (
 	trimMinFree  = 16 << 20               // reclaimable (see heapLook): at least this
 	trimMinRatio = 0.25                   // and at least this share of the heap's objects
 	trimQuiet    = 1 << 20                // allocated since the last look: at most this
+	trimIdleCPU  = 10 * time.Millisecond  // CPU used since the last look: at most this
 	trimLooks    = 2                      // quiet looks in a row before a trim
-	trimCycles   = 1                      // collections the runtime ran since the last trim: at least this
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
@@ -38,7 +38,8 @@ func trimHeap(ctx context.Context, log *slog.Logger) {
 	look := func() heapLook {
 		metrics.Read(samples)
 		return heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
-			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64(), live: samples[4].Value.Uint64()}
+			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64(), live: samples[4].Value.Uint64(),
+			cpu: processCPU()}
 	}
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
@@ -61,9 +62,10 @@ func trimHeap(ctx context.Context, log *slog.Logger) {
 
 // heapLook is what the trimmer reads of the heap.
 type heapLook struct {
-	free, objects  uint64 // bytes freed and still resident; bytes in objects
-	live           uint64 // bytes the last collection found live
-	cycles, allocs uint64 // collections run; bytes allocated: both cumulative
+	free, objects  uint64        // bytes freed and still resident; bytes in objects
+	live           uint64        // bytes the last collection found live
+	cycles, allocs uint64        // collections run; bytes allocated: both cumulative
+	cpu            time.Duration // the process's CPU time (0 where unknown)
 }
 
 // reclaimable is what a collection would leave free and resident: the free
@@ -75,30 +77,35 @@ func (h heapLook) reclaimable() uint64 {
 
 // trimmer decides when to trim: when at least trimMinFree bytes (and
 // trimMinRatio of the heap's objects) are reclaimable, and the burst is
-// over: for trimLooks looks in a row, no collection has run and at most
-// trimQuiet bytes were allocated since the previous look. A trim forces a
-// collection, so there is at most one per trimCycles collections the
-// runtime ran by itself: trimming never costs more than collecting costs
-// anyway, however often bursts come. Its zero value is ready.
+// over: for trimLooks looks in a row, no collection has run, at most
+// trimQuiet bytes were allocated and at most trimIdleCPU was used since the
+// previous look (a server waiting for its clients in the middle of a burst
+// allocates little, but still works). A trim forces a
+// collection, so there is at most one per heap's worth of allocation (what
+// the heap held live after the last trim): trimming never costs more than
+// the collections the runtime runs anyway, however often bursts come, and
+// a lull in a burst does not hold off the trim at its end. Its zero value
+// is ready.
 type trimmer struct {
-	last   heapLook // at the previous look
-	quiet  int      // quiet looks in a row
-	atTrim uint64   // collections run when the last trim ended
+	last       heapLook // at the previous look
+	quiet      int      // quiet looks in a row
+	atTrim     heapLook // after the last trim
+	hasTrimmed bool     // a trim has run
 }
 
 func (tr *trimmer) due(h heapLook) bool {
-	if h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet {
+	if h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet && h.cpu-tr.last.cpu <= trimIdleCPU {
 		tr.quiet++
 	} else {
 		tr.quiet = 0
 	}
 	tr.last = h
 	r := h.reclaimable()
-	return tr.quiet >= trimLooks && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) &&
-		h.cycles-tr.atTrim >= trimCycles
+	paid := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live)
+	return tr.quiet >= trimLooks && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) && paid
 }
 
 // trimmed records a trim, h being the heap after it.
 func (tr *trimmer) trimmed(h heapLook) {
-	tr.last, tr.atTrim, tr.quiet = h, h.cycles, 0
+	tr.last, tr.atTrim, tr.hasTrimmed, tr.quiet = h, h, true, 0
 }

@@ -63,25 +63,36 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !tr.due(h) {
 		t.Fatal("no trim once quiet with 32 MiB free")
 	}
-	tr.trimmed(heapLook{objects: 64 << 20, live: 64 << 20, cycles: 6, allocs: 100 << 20})
+	tr.trimmed(heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20})
 
-	// Allocating since the trim, with no collection: no trim yet.
-	none := heapLook{free: 20 << 20, objects: 64 << 20, live: 64 << 20, cycles: 6, allocs: 120 << 20}
-	if look(&tr, none, trimLooks+1) {
-		t.Fatal("trimmed again with no collection of the runtime's own since the last trim")
+	// Less than the live heap (48 MiB) allocated since the trim: no trim,
+	// however long it stays quiet.
+	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20}
+	if look(&tr, some, trimLooks+3) {
+		t.Fatal("trimmed again with less than the live heap allocated since the last trim")
 	}
-	// A collection ran since the last look: busy; then quiet looks.
-	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120 << 20}
+	// More: a collection ran since the last look (busy), then quiet looks.
+	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20}
 	if tr.due(busy) {
 		t.Fatal("trimmed while collections still run")
 	}
 	// Allocating more than trimQuiet since the last look is busy too.
-	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 120<<20 + 2*trimQuiet}
+	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet}
 	if tr.due(alloc) {
 		t.Fatal("trimmed while allocating")
 	}
 	if look(&tr, alloc, trimLooks-1) || !tr.due(alloc) {
 		t.Fatal("want a trim after exactly trimLooks quiet looks")
+	}
+	// Working without allocating is not quiet either.
+	var worker trimmer
+	work := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 3}
+	worker.due(work)
+	for range trimLooks + 1 {
+		work.cpu += 2 * trimIdleCPU
+		if worker.due(work) {
+			t.Fatal("trimmed while the process works")
+		}
 	}
 	// Garbage not yet collected counts: objects allocated since the last
 	// collection found 40 MiB live.

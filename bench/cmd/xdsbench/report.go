@@ -16,7 +16,7 @@ type summary struct {
 	err                  string
 	initialSync          float64 // s
 	initialCPU           float64 // s
-	p50, p99             float64 // s, over the clients of every round
+	first, p50, p99      float64 // s, over the clients of every round
 	maxMedian, maxWorst  float64 // s, the per-round maximum: median and worst round
 	bytes                float64 // per change
 	cpu                  float64 // s per change
@@ -50,6 +50,9 @@ func summarize(r *result) summary {
 		s.clientCPU /= float64(n)
 		slices.Sort(all)
 		slices.Sort(maxes)
+		if len(all) > 0 {
+			s.first = all[0].Seconds()
+		}
 		s.p50 = quantile(all, 0.50).Seconds()
 		s.p99 = quantile(all, 0.99).Seconds()
 		s.maxMedian = maxes[(len(maxes)-1)/2]
@@ -75,6 +78,7 @@ var rows = []row{
 	{"server CPU, initial sync", func(s summary) float64 { return s.initialCPU }, secs},
 	{"change → all clients: max (median round)", func(s summary) float64 { return s.maxMedian }, ms},
 	{"change → all clients: max (worst round)", func(s summary) float64 { return s.maxWorst }, ms},
+	{"change → first client (best round)", func(s summary) float64 { return s.first }, ms},
 	{"change → client: p50", func(s summary) float64 { return s.p50 }, ms},
 	{"change → client: p99", func(s summary) float64 { return s.p99 }, ms},
 	{"bytes to clients per change", func(s summary) float64 { return s.bytes }, kib},
