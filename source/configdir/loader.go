@@ -22,13 +22,25 @@ type Loader struct {
 	name  string                // shown in errors
 	files map[string]*fileState // by path relative to the root
 	paths []string              // the keys of files, sorted; nil when to be made again
+	// last is the latest assembly, if it succeeded and the files still
+	// hold what it was made of: a reload that changes resources' contents
+	// only starts from it.
+	last *assembly
+}
+
+// assembly is a configuration that assembled without problems, with what a
+// reload needs to update it in place.
+type assembly struct {
+	res  *Result
+	at   map[key]int // index in res.Resources of each resource every node sees
+	refs nameSets
 }
 
 // removeFile forgets the file rel.
 func (l *Loader) removeFile(rel string) {
 	if _, ok := l.files[rel]; ok {
 		delete(l.files, rel)
-		l.paths = nil
+		l.paths, l.last = nil, nil
 	}
 }
 
@@ -153,6 +165,7 @@ func (l *Loader) Load() (*Result, error) {
 // makes it fall back to Load.
 func (l *Loader) Reload(paths []string) (*Result, error) {
 	reread := 0
+	before := make(map[string]*fileState, len(paths)) // what changed files held
 	for _, rel := range paths {
 		rel = filepath.ToSlash(filepath.Clean(rel))
 		if !IsConfigFile(rel) {
@@ -169,17 +182,64 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		if info.IsDir() {
 			return l.Load()
 		}
+		old := l.files[rel]
 		read, _, err := l.refresh(rel, info)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
+		if read > 0 {
+			before[rel] = old
+		}
 		reread += read
 	}
-	res, err := l.assemble()
+	res, err := l.update(before)
+	if res == nil && err == nil {
+		res, err = l.assemble()
+	}
 	if res != nil {
 		res.Reread = reread
 	}
 	return res, err
+}
+
+// update makes the configuration from the last assembly when the files
+// read again (before: what they held) define the same resources as before,
+// with new contents only: the common case of an operator's change, which
+// then costs the changed resources alone. It returns nil, nil when it
+// cannot (a resource added, removed or renamed, a node selector, a file
+// with problems): the caller assembles everything.
+func (l *Loader) update(before map[string]*fileState) (*Result, error) {
+	last := l.last
+	if last == nil {
+		return nil, nil
+	}
+	for rel, old := range before {
+		now := l.files[rel]
+		if old == nil || len(now.probs) > 0 || len(now.entries) != len(old.entries) {
+			return nil, nil
+		}
+		for i, e := range now.entries {
+			o := old.entries[i]
+			if e.sel != nil || o.sel != nil || e.res.Type != o.res.Type || e.res.Name != o.res.Name {
+				return nil, nil
+			}
+		}
+	}
+	res := *last.res
+	res.Resources = slices.Clone(last.res.Resources)
+	var probs []Problem
+	for rel := range before {
+		for _, e := range l.files[rel].entries {
+			res.Resources[last.at[key{e.res.Type, e.res.Name}]] = e.res
+			probs = append(probs, last.refs.problems(e)...)
+		}
+	}
+	if len(probs) > 0 {
+		l.last = nil
+		return nil, &Error{Problems: probs}
+	}
+	l.last = &assembly{res: &res, at: last.at, refs: last.refs}
+	return &res, nil
 }
 
 // refresh reads and parses the file rel, whose current information is
@@ -258,7 +318,11 @@ func (l *Loader) assemble() (*Result, error) {
 			sc.Resources = append(sc.Resources, e.res)
 		}
 	}
-	probs = append(probs, checkReferences(all)...)
+	refs := namesOf(all)
+	for _, e := range all {
+		probs = append(probs, refs.problems(e)...)
+	}
+	l.last = nil
 	if len(probs) > 0 {
 		return nil, &Error{Problems: probs}
 	}
@@ -268,6 +332,11 @@ func (l *Loader) assemble() (*Result, error) {
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
+	at := make(map[key]int, len(res.Resources))
+	for i, r := range res.Resources {
+		at[key{r.Type, r.Name}] = i
+	}
+	l.last = &assembly{res: res, at: at, refs: refs}
 	return res, nil
 }
 

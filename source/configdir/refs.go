@@ -9,33 +9,41 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// checkReferences rejects a route that names a cluster that does not exist
-// and an EDS cluster whose endpoints resource does not exist.
-func checkReferences(all []entry) []Problem {
-	clusters, endpoints := make(map[string]bool, len(all)/2), make(map[string]bool, len(all)/2)
+// nameSets are the names references may point to: clusters, and endpoint
+// resources.
+type nameSets struct {
+	clusters, endpoints map[string]bool
+}
+
+func namesOf(all []entry) nameSets {
+	n := nameSets{clusters: make(map[string]bool, len(all)/2), endpoints: make(map[string]bool, len(all)/2)}
 	for _, e := range all {
 		switch e.res.Type.URL {
 		case resource.ClusterType:
-			clusters[e.res.Name] = true
+			n.clusters[e.res.Name] = true
 		case resource.EndpointType:
-			endpoints[e.res.Name] = true
+			n.endpoints[e.res.Name] = true
 		}
 	}
+	return n
+}
+
+// problems rejects e if it is a route that names a cluster that does not
+// exist, or an EDS cluster whose endpoints resource does not exist.
+func (n nameSets) problems(e entry) []Problem {
 	var probs []Problem
-	for _, e := range all {
-		switch m := e.res.Message.(type) {
-		case *clusterv3.Cluster:
-			if name, ok := resource.EDSName(m); ok && !endpoints[name] {
-				probs = append(probs, Problem{File: e.file, Resource: label(e.res),
-					Reason: fmt.Sprintf("eds_cluster_config: EDS cluster has no endpoints resource (a ClusterLoadAssignment with cluster_name %q)", name)})
-			}
-		case *routev3.RouteConfiguration:
-			for i, vh := range m.GetVirtualHosts() {
-				probs = append(probs, routeProblems(e, fmt.Sprintf("virtual_hosts[%d]", i), vh, clusters)...)
-			}
-		case *routev3.VirtualHost:
-			probs = append(probs, routeProblems(e, "", m, clusters)...)
+	switch m := e.res.Message.(type) {
+	case *clusterv3.Cluster:
+		if name, ok := resource.EDSName(m); ok && !n.endpoints[name] {
+			probs = append(probs, Problem{File: e.file, Resource: label(e.res),
+				Reason: fmt.Sprintf("eds_cluster_config: EDS cluster has no endpoints resource (a ClusterLoadAssignment with cluster_name %q)", name)})
 		}
+	case *routev3.RouteConfiguration:
+		for i, vh := range m.GetVirtualHosts() {
+			probs = append(probs, routeProblems(e, fmt.Sprintf("virtual_hosts[%d]", i), vh, n.clusters)...)
+		}
+	case *routev3.VirtualHost:
+		probs = append(probs, routeProblems(e, "", m, n.clusters)...)
 	}
 	return probs
 }
