@@ -13,11 +13,12 @@ import (
 
 // Debounce is how long Watch waits after a file event for more of the same
 // burst before reloading: long enough to gather the events of a writer that
-// renames several files into place at once, short enough not to matter
-// next to pushing the change. MaxDelay bounds the wait under a continuous
-// stream of events.
+// renames several files into place at once (microseconds apart; a
+// Kubernetes ConfigMap's swap of its data directory is one burst), short
+// enough not to matter next to pushing the change. MaxDelay bounds the wait
+// under a continuous stream of events.
 const (
-	Debounce = 5 * time.Millisecond
+	Debounce = time.Millisecond
 	MaxDelay = 100 * time.Millisecond
 )
 
