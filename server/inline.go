@@ -1,6 +1,9 @@
 package server
 
 import (
+	"encoding/binary"
+	"hash/maphash"
+
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
@@ -80,63 +83,100 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 		}
 		b = b[n+m:]
 	}
-	return st.ackInline(typeURL, nonce, nil, nil)
+	if len(nonce) == 0 {
+		return false
+	}
+	return st.ackInline(func(ts *typeState) bool {
+		return ts.nonce == string(nonce) && (string(typeURL) == ts.t.URL || (len(typeURL) == 0 && ts.t == st.only))
+	})
 }
 
 // ackSotwInline is ackDeltaInline for SotW: a plain ACK repeats the
-// response's version and the type's latest list of names.
+// response's version and the type's latest list of names, which it checks
+// by their digest without walking them. It expects the fields in field
+// order, as protobuf encoders write them: version (and node), names, type
+// URL, nonce; anything else goes to the handler.
 func (st *stream) ackSotwInline(raw []byte) bool {
-	var version, typeURL, nonce []byte
-	plain := true
-	d, err := sotwFields(raw, func(_ []byte, num protowire.Number, val []byte) {
-		switch num {
-		case sotwReqVersionField:
-			version = val
-		case sotwReqTypeURLField:
-			typeURL = val
-		case sotwReqNonceField:
-			nonce = val
-		case sotwReqNodeField:
-		default:
-			plain = false
-		}
-	})
-	if err != nil || !plain || version == nil {
+	version, rest, ok := sotwAckHead(raw)
+	if !ok {
 		return false
 	}
-	return st.ackInline(typeURL, nonce, version, &d)
+	return st.ackInline(func(ts *typeState) bool {
+		if ts.lastVersion != string(version) || !ts.namesKnown {
+			return false
+		}
+		names, ok := trimStringField(rest, sotwReqNonceField, ts.nonce)
+		if !ok {
+			return false
+		}
+		if n, ok := trimStringField(names, sotwReqTypeURLField, ts.t.URL); ok {
+			names = n
+		} else if ts.t != st.only { // only a per-type stream may leave the type out
+			return false
+		}
+		return maphash.Bytes(digestSeed, names) == ts.namesDigest.hash
+	})
 }
 
-// ackInline records an ACK of the latest response of the type named
-// typeURL, if nonce is that response's and (SotW) version and names are
-// those it answered; it reports whether it did. It never waits for the
+// sotwAckHead reads the fields a SotW request has before its names: the
+// version, and the node (which only a stream's first request sets). It
+// returns the version and the rest of the request.
+func sotwAckHead(raw []byte) (version, rest []byte, ok bool) {
+	b := raw
+	for len(b) > 0 && b[0] != namesTag {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 || typ != protowire.BytesType || (num != sotwReqVersionField && num != sotwReqNodeField) {
+			break // the type URL, if no names come first
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return nil, nil, false
+		}
+		if num == sotwReqVersionField {
+			version = v
+		}
+		b = b[n+m:]
+	}
+	return version, b, version != nil
+}
+
+// trimStringField returns b without its last field if that field is field
+// num holding s, encoded as protobuf encoders do.
+func trimStringField(b []byte, num protowire.Number, s string) ([]byte, bool) {
+	if len(b) < len(s) || string(b[len(b)-len(s):]) != s {
+		return nil, false
+	}
+	b = b[:len(b)-len(s)]
+	var buf [2 * binary.MaxVarintLen64]byte
+	head := protowire.AppendVarint(protowire.AppendTag(buf[:0], num, protowire.BytesType), uint64(len(s)))
+	if len(b) < len(head) || string(b[len(b)-len(head):]) != string(head) {
+		return nil, false
+	}
+	return b[:len(b)-len(head)], true
+}
+
+// ackInline records an ACK of the latest response of the type that acks
+// says it answers; it reports whether it did. It never waits for the
 // stream's lock. An ACK that lets a held-back response go wakes the stream
 // for a turn, as the handler's turn would have pushed it.
-func (st *stream) ackInline(typeURL, nonce, version []byte, names *namesDigest) bool {
-	if len(nonce) == 0 || !st.mu.TryLock() {
+func (st *stream) ackInline(acks func(*typeState) bool) bool {
+	if !st.mu.TryLock() {
 		return false
 	}
 	defer st.mu.Unlock()
 	if st.failed != nil || st.closed || st.watcher == nil {
 		return false // not started: the first request sets the node
 	}
-	var ts *typeState
-	for t, s := range st.types {
-		if string(typeURL) == t.URL || (len(typeURL) == 0 && t == st.only) {
-			ts = s
-			break
+	for _, ts := range st.types {
+		if ts.nonce == "" || !acks(ts) {
+			continue
 		}
+		ts.waiting = false
+		st.recordReply(ts, ts.lastVersion, "", false)
+		if st.held {
+			st.waker.wake()
+		}
+		return true
 	}
-	if ts == nil || ts.nonce != string(nonce) {
-		return false
-	}
-	if names != nil && (!ts.namesKnown || ts.namesDigest != *names || ts.lastVersion != string(version)) {
-		return false
-	}
-	ts.waiting = false
-	st.recordReply(ts, ts.lastVersion, "", false)
-	if st.held {
-		st.waker.wake()
-	}
-	return true
+	return false
 }

@@ -59,7 +59,7 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 		return namesDigest{}, func() ([]string, error) { return r.msg.ResourceNames, nil }, nil
 	}
 	rest := make([]byte, 0, 256)
-	d, err := sotwFields(r.raw, func(field []byte, _ protowire.Number, _ []byte) { rest = append(rest, field...) })
+	d, err := sotwFields(r.raw, func(field []byte) { rest = append(rest, field...) })
 	if err != nil {
 		return d, nil, err
 	}
@@ -87,9 +87,8 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 
 // sotwFields walks a SotW request's encoding: it hashes the resource_names
 // fields into their digest (a run of names at the cost of a varint each)
-// and calls other with every other field's whole encoding, its number and,
-// for a bytes field, its value.
-func sotwFields(raw []byte, other func(field []byte, num protowire.Number, val []byte)) (namesDigest, error) {
+// and calls other with every other field's whole encoding.
+func sotwFields(raw []byte, other func(field []byte)) (namesDigest, error) {
 	var d namesDigest
 	var h maphash.Hash
 	h.SetSeed(digestSeed)
@@ -118,9 +117,8 @@ func sotwFields(raw []byte, other func(field []byte, num protowire.Number, val [
 			return d, protowire.ParseError(n)
 		}
 		var m int
-		var val []byte
 		if typ == protowire.BytesType {
-			val, m = protowire.ConsumeBytes(b[n:])
+			_, m = protowire.ConsumeBytes(b[n:])
 		} else {
 			m = protowire.ConsumeFieldValue(num, typ, b[n:])
 		}
@@ -138,7 +136,7 @@ func sotwFields(raw []byte, other func(field []byte, num protowire.Number, val [
 				h.Write(runStart[:run])
 				run = 0
 			}
-			other(b[:n+m], num, val)
+			other(b[:n+m])
 		}
 		b = b[n+m:]
 	}
