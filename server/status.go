@@ -111,12 +111,15 @@ func (ss *streamStatus) setNode(n *corev3.Node) {
 
 // typeLocked returns the entry for t, creating it in ADS order.
 func (ss *streamStatus) typeLocked(t *resource.Type) *TypeStatus {
+	for i := range ss.s.Types { // a few types: found without a lookup
+		if ss.s.Types[i].TypeURL == t.URL {
+			return &ss.s.Types[i]
+		}
+	}
 	i := sort.Search(len(ss.s.Types), func(i int) bool {
 		return resource.Lookup(ss.s.Types[i].TypeURL).Order >= t.Order
 	})
-	if i == len(ss.s.Types) || ss.s.Types[i].TypeURL != t.URL {
-		ss.s.Types = slices.Insert(ss.s.Types, i, TypeStatus{TypeURL: t.URL})
-	}
+	ss.s.Types = slices.Insert(ss.s.Types, i, TypeStatus{TypeURL: t.URL})
 	return &ss.s.Types[i]
 }
 
