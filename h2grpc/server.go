@@ -9,7 +9,10 @@
 // goroutine besides each stream's handler (grpc-go adds a writer and a
 // keepalive goroutine), no write queue (a send writes the socket itself,
 // without waking another goroutine), and no buffer held while the
-// connection is idle.
+// connection is idle. Two extensions let a handler go further: it may take
+// messages on the connection's reader goroutine without being woken
+// (InlineReceiver), and send a message from encoded parts it keeps,
+// without the codec (PartsSender).
 //
 // It implements what gRPC clients use: HEADERS and CONTINUATION, DATA with
 // flow control both ways, SETTINGS, PING, WINDOW_UPDATE, RST_STREAM and
