@@ -59,8 +59,8 @@ func (st *stream) useFastPaths(gs any, ack func([]byte) bool) {
 // ackDeltaInline takes an incremental request on the connection's reader
 // goroutine if it is a plain ACK (a type URL and the nonce of the type's
 // latest response, nothing else but the node, which only a stream's first
-// request sets): what most requests are once a stream runs. Anything else, or a stream busy in a turn, is left to the handler
-// (false).
+// request sets): what most requests are once a stream runs. Anything else,
+// or a stream busy in a turn, is left to the handler (false).
 func (st *stream) ackDeltaInline(raw []byte) bool {
 	var typeURL, nonce []byte
 	for b := raw; len(b) > 0; {
