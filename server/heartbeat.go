@@ -37,7 +37,7 @@ func (st *stream) ttlOf(r *resource.Resource) time.Duration {
 // rearm starts, changes or stops the heartbeat timer after a push.
 func (st *stream) rearmHeartbeat() {
 	var shortest time.Duration
-	for _, ts := range st.types {
+	for _, ts := range st.types.list {
 		if ts.ttls == 0 {
 			continue
 		}
@@ -79,7 +79,7 @@ func (hb *heartbeat) due(now time.Time) bool {
 func (st *stream) sendHeartbeats() error {
 	st.hb.stop()
 	for _, t := range st.order() {
-		ts := st.types[t]
+		ts := st.types.get(t)
 		if ts == nil || ts.waiting {
 			continue
 		}

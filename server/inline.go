@@ -167,7 +167,7 @@ func (st *stream) ackInline(acks func(*typeState) bool) bool {
 	if st.failed != nil || st.closed || st.watcher == nil {
 		return false // not started: the first request sets the node
 	}
-	for _, ts := range st.types {
+	for _, ts := range st.types.list {
 		if ts.nonce == "" || !acks(ts) {
 			continue
 		}

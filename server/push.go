@@ -44,7 +44,7 @@ func (st *stream) push() error {
 	var slots []slot
 	upserts, removals := 0, 0
 	for _, t := range st.order() {
-		ts := st.types[t]
+		ts := st.types.get(t)
 		if ts == nil || !ts.active {
 			continue
 		}

@@ -159,9 +159,9 @@ func (st *stream) handleSotwWire(r *sotwRequest) error {
 	}
 	var ts *typeState
 	if t := resource.Lookup(r.msg.GetTypeUrl()); t != nil {
-		ts = st.types[t]
+		ts = st.types.get(t)
 	} else if st.only != nil && r.msg.GetTypeUrl() == "" {
-		ts = st.types[st.only]
+		ts = st.types.get(st.only)
 	}
 	if ts == nil || !ts.namesKnown || ts.namesDigest != d {
 		if r.msg.ResourceNames, err = names(); err != nil {

@@ -99,7 +99,6 @@ func (s *Server) newStream(delta bool, only *resource.Type) *stream {
 		srv:    s,
 		delta:  delta,
 		only:   only,
-		types:  make(map[*resource.Type]*typeState),
 		status: s.status.add(variant),
 	}
 	st.waker.pool = &s.workers

@@ -35,11 +35,11 @@ func (fc *fuzzClient) checkShared() {
 	if fc.canonicals == nil {
 		fc.canonicals = make(map[*canonical]bool)
 	}
-	for t, ts := range fc.st.types {
+	for _, ts := range fc.st.types.list {
 		if c := ts.shared; c != nil {
 			fc.canonicals[c] = true
 			if len(ts.keys) != len(c.keys) || (len(c.keys) > 0 && &ts.keys[0] != &c.keys[0]) {
-				fc.t.Fatalf("%s: the list marked shared is not the canonical list: %d keys, canonical %d", t.Short, len(ts.keys), len(c.keys))
+				fc.t.Fatalf("%s: the list marked shared is not the canonical list: %d keys, canonical %d", ts.t.Short, len(ts.keys), len(c.keys))
 			}
 		}
 	}

@@ -39,7 +39,7 @@ type stream struct {
 	watcher       *cache.Watcher
 	snap          *cache.Snapshot
 	publishedAt   time.Time // when snap was published; zero once measured
-	types         map[*resource.Type]*typeState
+	types         typeStates
 	warm          warmGate
 	hb            heartbeat
 	status        *streamStatus
@@ -150,7 +150,7 @@ func (st *stream) sendFailed(err error) error {
 func (st *stream) takeSnapshot() {
 	snap, pending, at := st.watcher.Take()
 	st.snap, st.publishedAt = snap, at
-	for _, ts := range st.types {
+	for _, ts := range st.types.list {
 		if pending.All {
 			ts.reeval = true
 			continue
@@ -230,10 +230,10 @@ func (st *stream) start(node *corev3.Node) {
 
 // state returns the stream's state for t, creating it.
 func (st *stream) state(t *resource.Type) *typeState {
-	ts := st.types[t]
+	ts := st.types.get(t)
 	if ts == nil {
 		ts = newTypeState(t)
-		st.types[t] = ts
+		st.types.add(ts)
 	}
 	return ts
 }

@@ -338,3 +338,20 @@ func (ts *typeState) settle(w work, withRemovals bool, snap *cache.Snapshot) {
 	ts.compact()
 	ts.share(snap, ts.t)
 }
+
+// typeStates holds a stream's typeState for each type it has used, by the
+// type's Order, and in the order they were made (a map's iteration was a
+// tenth of an ACK's cost).
+type typeStates struct {
+	byOrder [16]*typeState
+	list    []*typeState
+}
+
+// get returns t's state, or nil.
+func (s *typeStates) get(t *resource.Type) *typeState { return s.byOrder[t.Order] }
+
+// add records ts, the state of a type that has none yet.
+func (s *typeStates) add(ts *typeState) {
+	s.byOrder[ts.t.Order] = ts
+	s.list = append(s.list, ts)
+}

@@ -29,7 +29,7 @@ func (g *warmGate) arm(st *stream, sent []item) {
 		if r == nil || r.DependsOnType == nil {
 			continue
 		}
-		dep := st.types[r.DependsOnType]
+		dep := st.types.get(r.DependsOnType)
 		if dep == nil || !dep.active {
 			continue
 		}
@@ -67,7 +67,7 @@ func (g *warmGate) satisfied(st *stream, dep *typeState, name string) bool {
 // remain.
 func (g *warmGate) refresh(st *stream) bool {
 	for t, names := range g.wait {
-		dep := st.types[t]
+		dep := st.types.get(t)
 		for name := range names {
 			if g.satisfied(st, dep, name) {
 				delete(names, name)
