@@ -114,6 +114,7 @@ func IsConfigFile(rel string) bool {
 // *Error listing every problem. Files whose size, modification time and
 // inode are unchanged since the last Load are not read again.
 func (l *Loader) Load() (*Result, error) {
+	l.last = nil // files change below: only a successful assemble sets it again
 	seen := make(map[string]bool)
 	reread := 0
 	err := fs.WalkDir(l.fsys, ".", func(rel string, d fs.DirEntry, err error) error {
@@ -164,6 +165,9 @@ func (l *Loader) Load() (*Result, error) {
 // not configuration files are ignored; a path that is now a directory
 // makes it fall back to Load.
 func (l *Loader) Reload(paths []string) (*Result, error) {
+	last := l.last
+	l.last = nil // files change below: only a successful update or assemble sets it again
+	files := len(l.files)
 	reread := 0
 	before := make(map[string]*fileState, len(paths)) // what changed files held
 	for _, rel := range paths {
@@ -187,12 +191,15 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
-		if read > 0 {
+		if _, again := before[rel]; read > 0 && !again {
 			before[rel] = old
 		}
 		reread += read
 	}
-	res, err := l.update(before)
+	if len(l.files) != files {
+		last = nil // a file was removed: resources went with it
+	}
+	res, err := l.update(last, before)
 	if res == nil && err == nil {
 		res, err = l.assemble()
 	}
@@ -202,14 +209,14 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 	return res, err
 }
 
-// update makes the configuration from the last assembly when the files
-// read again (before: what they held) define the same resources as before,
-// with new contents only: the common case of an operator's change, which
-// then costs the changed resources alone. It returns nil, nil when it
-// cannot (a resource added, removed or renamed, a node selector, a file
-// with problems): the caller assembles everything.
-func (l *Loader) update(before map[string]*fileState) (*Result, error) {
-	last := l.last
+// update makes the configuration from last, the previous assembly, when
+// the files read again (before: what they held) define the same resources
+// as before, with new contents only: the common case of an operator's
+// change, which then costs the changed resources alone. It returns nil, nil
+// when it cannot (no previous assembly, a resource added, removed or
+// renamed, a node selector, a file with problems): the caller assembles
+// everything.
+func (l *Loader) update(last *assembly, before map[string]*fileState) (*Result, error) {
 	if last == nil {
 		return nil, nil
 	}
@@ -230,12 +237,15 @@ func (l *Loader) update(before map[string]*fileState) (*Result, error) {
 	var probs []Problem
 	for rel := range before {
 		for _, e := range l.files[rel].entries {
-			res.Resources[last.at[key{e.res.Type, e.res.Name}]] = e.res
+			i, ok := last.at[key{e.res.Type, e.res.Name}]
+			if !ok {
+				return nil, nil
+			}
+			res.Resources[i] = e.res
 			probs = append(probs, last.refs.problems(e)...)
 		}
 	}
 	if len(probs) > 0 {
-		l.last = nil
 		return nil, &Error{Problems: probs}
 	}
 	l.last = &assembly{res: &res, at: last.at, refs: last.refs}

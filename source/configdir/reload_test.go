@@ -1,7 +1,11 @@
 package configdir_test
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -77,7 +81,72 @@ func TestReloadMatchesLoad(t *testing.T) {
 	check("duplicate", "eds/c9.yaml")
 	write(t, dir, "eds/c9.yaml", clusterYAML("c9", 4009))
 	check("duplicate gone", "eds/c9.yaml")
-	if got, err := l.Reload(nil); err != nil || len(got.Resources) != 12 {
+	if err := os.Remove(filepath.Join(dir, "eds/c9.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	check("file removed", "eds/c9.yaml")
+	write(t, dir, "eds/c9.yaml", clusterYAML("c9", 5009))
+	if err := os.Remove(filepath.Join(dir, "eds/c3.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	check("a file added and another removed", "eds/c9.yaml", "eds/c3.yaml")
+	if got, err := l.Reload(nil); err != nil || len(got.Resources) != 10 {
 		t.Fatalf("reload of nothing: %v, %d resources", err, len(got.Resources))
+	}
+}
+
+// failFS is a directory whose files named in fail cannot be opened.
+type failFS struct {
+	fs.FS
+	fail map[string]bool
+}
+
+func (f failFS) Open(name string) (fs.File, error) {
+	if f.fail[name] {
+		return nil, errors.New("injected failure")
+	}
+	return f.FS.Open(name)
+}
+
+// TestReloadAfterAFailedReload: a reload that fails part way, after it
+// has read some files, must not leave later reloads starting from the
+// configuration before those files.
+func TestReloadAfterAFailedReload(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		write(t, dir, n+".yaml", clusterYAML(n, 1))
+	}
+	fsys := failFS{FS: os.DirFS(dir), fail: map[string]bool{}}
+	l := configdir.NewFSLoader(fsys, dir)
+	if _, err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.yaml", clusterYAML("a", 2))
+	write(t, dir, "b.yaml", clusterYAML("b", 2))
+	fsys.fail["b.yaml"] = true
+	if _, err := l.Reload([]string{"a.yaml", "b.yaml"}); err == nil {
+		t.Fatal("reload with an unreadable file succeeded")
+	}
+	delete(fsys.fail, "b.yaml")
+	write(t, dir, "c.yaml", clusterYAML("c", 2))
+	got, err := l.Reload([]string{"c.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b.yaml was not read again: its old contents stand, as a watcher
+	// that missed it would leave them; a.yaml's and c.yaml's new ones
+	// must be there.
+	gotV, wantV := versions(got), versions(want)
+	for i := range gotV {
+		if strings.Contains(gotV[i], `/b@`) {
+			continue
+		}
+		if gotV[i] != wantV[i] {
+			t.Fatalf("after a failed reload: %v, want %v (but for b)", gotV, wantV)
+		}
 	}
 }
