@@ -78,6 +78,9 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 		case deltaReqNonceField:
 			nonce = v
 		case deltaReqNodeField: // Envoy repeats it unless told not to
+			if !wellFormed(v) {
+				return false
+			}
 		default:
 			return false
 		}
@@ -134,10 +137,32 @@ func sotwAckHead(raw []byte) (version, rest []byte, ok bool) {
 		}
 		if num == sotwReqVersionField {
 			version = v
+		} else if !wellFormed(v) { // the node
+			return nil, nil, false
 		}
 		b = b[n+m:]
 	}
 	return version, b, version != nil
+}
+
+// wellFormed reports whether b parses as a message's fields. A repeated
+// node is otherwise ignored (the first request's counts), but one the
+// handler could not decode is left to it, to fail the stream as it does.
+// (Only the outer fields are checked: a node's contents are not looked at
+// again after the first request.)
+func wellFormed(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return false
+		}
+		b = b[n+m:]
+	}
+	return true
 }
 
 // trimStringField returns b without its last field if that field is field

@@ -1,8 +1,15 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -74,4 +81,44 @@ func TestInlineAckReleasesHeldResponseSotW(t *testing.T) {
 	}
 	s.Send(ack(r2, "c1"))
 	waitFor(t, func() bool { return typeStatus(t, e, eds).AckedVersion == r2.VersionInfo })
+}
+
+// TestInlineLeavesMalformedNodeToHandler: an ACK that repeats a node the
+// handler could not decode is not taken inline as a plain ACK; the stream
+// fails as it would on any undecodable request.
+func TestInlineLeavesMalformedNodeToHandler(t *testing.T) {
+	e := startNoTimers(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
+	ctx, cancel := context.WithTimeout(context.Background(), rawxds.Timeout)
+	defer cancel()
+	cs, err := e.Conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+		"/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources", grpc.ForceCodecV2(rawCodec{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := proto.Marshal(dsub(eds, "c1"))
+	if err := cs.SendMsg(first); err != nil {
+		t.Fatal(err)
+	}
+	var raw []byte
+	if err := cs.RecvMsg(&raw); err != nil {
+		t.Fatal(err)
+	}
+	var resp discovery.DeltaDiscoveryResponse
+	if err := proto.Unmarshal(raw, &resp); err != nil {
+		t.Fatal(err)
+	}
+	ack, _ := proto.Marshal(dack(&resp))
+	ack = protowire.AppendTag(ack, 1, protowire.BytesType) // node: a truncated field inside
+	ack = protowire.AppendBytes(ack, []byte{0x0a, 0x05, 'n'})
+	if err := cs.SendMsg(ack); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if err := cs.RecvMsg(&raw); err != nil {
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("stream ended with %v, want Internal: a malformed request", err)
+			}
+			return
+		}
+	}
 }
