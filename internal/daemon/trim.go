@@ -22,6 +22,7 @@ const (
 	trimMinRatio = 0.25                   // and at least this share of the heap's objects
 	trimQuiet    = 1 << 20                // allocated since the last look: at most this
 	trimIdleCPU  = 10 * time.Millisecond  // CPU used since the last look: at most this
+	trimAnyway   = 30 * time.Second       // since the last trim: trim without new allocation
 	trimLooks    = 2                      // quiet looks in a row before a trim
 )
 
@@ -49,10 +50,10 @@ func trimHeap(ctx context.Context, log *slog.Logger) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			if h := look(); tr.due(h) {
+			if h := look(); tr.due(now, h) {
 				debug.FreeOSMemory()
 				after := look()
-				tr.trimmed(after)
+				tr.trimmed(now, after)
 				log.Debug("returned freed heap to the OS", "reclaimable_mib", h.reclaimable()>>20, "heap_mib", after.objects>>20,
 					"took", time.Since(now).Round(time.Millisecond))
 			}
@@ -84,16 +85,18 @@ func (h heapLook) reclaimable() uint64 {
 // collection, so there is at most one per heap's worth of allocation (what
 // the heap held live after the last trim): trimming never costs more than
 // the collections the runtime runs anyway, however often bursts come, and
-// a lull in a burst does not hold off the trim at its end. Its zero value
-// is ready.
+// a lull in a burst does not hold off the trim at its end. Memory freed
+// without allocating (many clients leaving) is trimmed trimAnyway after
+// the last trim. Its zero value is ready.
 type trimmer struct {
-	last       heapLook // at the previous look
-	quiet      int      // quiet looks in a row
-	atTrim     heapLook // after the last trim
-	hasTrimmed bool     // a trim has run
+	last       heapLook  // at the previous look
+	quiet      int       // quiet looks in a row
+	atTrim     heapLook  // after the last trim
+	trimmedAt  time.Time // when
+	hasTrimmed bool      // a trim has run
 }
 
-func (tr *trimmer) due(h heapLook) bool {
+func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	if h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet && h.cpu-tr.last.cpu <= trimIdleCPU {
 		tr.quiet++
 	} else {
@@ -101,11 +104,12 @@ func (tr *trimmer) due(h heapLook) bool {
 	}
 	tr.last = h
 	r := h.reclaimable()
-	paid := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live)
+	paid := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live) ||
+		now.Sub(tr.trimmedAt) >= trimAnyway
 	return tr.quiet >= trimLooks && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) && paid
 }
 
 // trimmed records a trim, h being the heap after it.
-func (tr *trimmer) trimmed(h heapLook) {
-	tr.last, tr.atTrim, tr.hasTrimmed, tr.quiet = h, h, true, 0
+func (tr *trimmer) trimmed(now time.Time, h heapLook) {
+	tr.last, tr.atTrim, tr.trimmedAt, tr.hasTrimmed, tr.quiet = h, h, now, true, 0
 }

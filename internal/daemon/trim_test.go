@@ -45,13 +45,23 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 	}
 }
 
+// clock is the time the trimmer tests look at the heap: it moves by
+// trimEvery at each look.
+var clock = time.Unix(1e9, 0)
+
+// due has tr look at h once, a look after the previous one.
+func due(tr *trimmer, h heapLook) bool {
+	clock = clock.Add(trimEvery)
+	return tr.due(clock, h)
+}
+
 // look has the trimmer look at h n times, and returns its last answer.
 func look(tr *trimmer, h heapLook, n int) bool {
-	due := false
+	d := false
 	for range n {
-		due = tr.due(h)
+		d = due(tr, h)
 	}
-	return due
+	return d
 }
 
 func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
@@ -60,10 +70,10 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if look(&tr, h, trimLooks) {
 		t.Fatal("trimmed before trimLooks quiet looks: the first says nothing of the burst")
 	}
-	if !tr.due(h) {
+	if !due(&tr, h) {
 		t.Fatal("no trim once quiet with 32 MiB free")
 	}
-	tr.trimmed(heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20})
+	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20})
 
 	// Less than the live heap (48 MiB) allocated since the trim: no trim,
 	// however long it stays quiet.
@@ -73,24 +83,24 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	}
 	// More: a collection ran since the last look (busy), then quiet looks.
 	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20}
-	if tr.due(busy) {
+	if due(&tr, busy) {
 		t.Fatal("trimmed while collections still run")
 	}
 	// Allocating more than trimQuiet since the last look is busy too.
 	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet}
-	if tr.due(alloc) {
+	if due(&tr, alloc) {
 		t.Fatal("trimmed while allocating")
 	}
-	if look(&tr, alloc, trimLooks-1) || !tr.due(alloc) {
+	if look(&tr, alloc, trimLooks-1) || !due(&tr, alloc) {
 		t.Fatal("want a trim after exactly trimLooks quiet looks")
 	}
 	// Working without allocating is not quiet either.
 	var worker trimmer
 	work := heapLook{free: 40 << 20, objects: 64 << 20, live: 64 << 20, cycles: 3}
-	worker.due(work)
+	due(&worker, work)
 	for range trimLooks + 1 {
 		work.cpu += 2 * trimIdleCPU
-		if worker.due(work) {
+		if due(&worker, work) {
 			t.Fatal("trimmed while the process works")
 		}
 	}
@@ -99,6 +109,18 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	var fresh trimmer
 	if !look(&fresh, heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}, trimLooks+1) {
 		t.Fatal("no trim with 24 MiB allocated since the last collection and 1 MiB free")
+	}
+	// Memory freed without allocating (clients leaving): trimmed once
+	// trimAnyway has passed since the last trim.
+	var left trimmer
+	left.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 20, allocs: 500 << 20})
+	freed := heapLook{free: 40 << 20, objects: 24 << 20, live: 24 << 20, cycles: 21, allocs: 500 << 20}
+	if look(&left, freed, trimLooks+2) {
+		t.Fatal("trimmed again right after a trim, with nothing allocated")
+	}
+	clock = clock.Add(trimAnyway)
+	if !due(&left, freed) {
+		t.Fatalf("no trim %v after the last, with 40 MiB free", trimAnyway)
 	}
 	// Too little free, or too small a share of the heap: no trim.
 	for _, h := range []heapLook{
