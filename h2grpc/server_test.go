@@ -428,6 +428,11 @@ func TestTLS(t *testing.T) {
 func TestStopDuringHandshake(t *testing.T) {
 	for _, graceful := range []bool{false, true} {
 		s, _, addr := start(t, h2grpc.Options{})
+		// A call answered: Serve runs (stopped before it ran, it would
+		// return ErrServerStopped).
+		if _, err := dial(t, addr).UnaryCall(ctx(t), &testgrpc.SimpleRequest{}); err != nil {
+			t.Fatal(err)
+		}
 		nc, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
