@@ -496,6 +496,24 @@ func TestDelta(t *testing.T) {
 		}
 	})
 
+	t.Run("D7_unsubscribe_alias_under_wildcard", func(t *testing.T) {
+		// Found by FuzzDeltaRequests: with the wildcard on, unsubscribing
+		// an alias was answered as if the alias did not exist.
+		e := start(t, vhost("vh", "1", "foo.com"))
+		s := vhdsStream(t, e)
+		s.Send(dsub(vhds, "rc/foo.com", "*"))
+		wantDelta(t, recvAck(s), vhds, []string{"rc/vh"}, nil)
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: vhds, ResourceNamesUnsubscribe: []string{"rc/foo.com"}, ResourceNamesSubscribe: []string{"rc/probe"}})
+		// Only the probe's answer: nothing about the alias.
+		wantDelta(t, recvAck(s), vhds, []string{"rc/probe"}, nil)
+		publish(e, vhost("vh", "2", "foo.com"))
+		r := recvAck(s)
+		wantDelta(t, r, vhds, []string{"rc/vh"}, nil)
+		if x := resOf(t, r, "rc/vh"); len(x.GetAliases()) != 0 {
+			t.Fatalf("the update carries aliases %v, though the client unsubscribed the alias", x.GetAliases())
+		}
+	})
+
 	t.Run("D7_one_entry_per_resource", func(t *testing.T) {
 		// Envoy rejects a delta response naming a resource twice (in
 		// resources, or across resources and removed_resources), so a vhost

@@ -244,6 +244,14 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				}
 				ts.clearResend(e)
 			}
+		case !inScope && has && held != nil && held.Name != key:
+			// An alias no longer named (the wildcard covers names, not
+			// aliases): the client still has the resource under its
+			// name if the wildcard covers it, and nothing is said of
+			// the alias.
+			e := ts.mutable(i)
+			ts.forget(e)
+			ts.clearResend(e)
 		case !inScope:
 			// Covered only by the wildcard and gone from the snapshot.
 			if has && held != nil && (delta || ts.t.FullState) {
