@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"context"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -149,9 +150,12 @@ func (c *conn) readLoop() error {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		first = false
-		if fh.Type == http2.FrameData {
+		switch fh.Type {
+		case http2.FrameData:
 			err = c.readData(fh)
-		} else {
+		case http2.FrameWindowUpdate:
+			err = c.readWindowUpdate(fh)
+		default:
 			var f http2.Frame
 			if f, err = c.fr.ReadFrameForHeader(fh); err == nil {
 				err = c.handle(f)
@@ -175,8 +179,6 @@ func (c *conn) handle(f http2.Frame) error {
 		return c.onHeaders(f)
 	case *http2.SettingsFrame:
 		return c.onSettings(f)
-	case *http2.WindowUpdateFrame:
-		return c.onWindowUpdate(f)
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			c.wmu.Lock()
@@ -229,10 +231,33 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	return c.flushLocked()
 }
 
-func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
+// readWindowUpdate reads a WINDOW_UPDATE frame's payload and applies it,
+// checked as the HTTP/2 framer would, without making a frame value: a
+// client sends one for about every window's quarter it receives.
+func (c *conn) readWindowUpdate(fh http2.FrameHeader) error {
+	if fh.Length != 4 {
+		return http2.ConnectionError(http2.ErrCodeFrameSize)
+	}
+	var b [4]byte
+	if _, err := io.ReadFull(c.r, b[:]); err != nil {
+		return err
+	}
+	inc := binary.BigEndian.Uint32(b[:]) & (1<<31 - 1)
+	if inc == 0 {
+		if fh.StreamID == 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
+		}
+		return http2.StreamError{StreamID: fh.StreamID, Code: http2.ErrCodeProtocol}
+	}
+	return c.onWindowUpdate(fh.StreamID, inc)
+}
+
+// onWindowUpdate credits inc bytes to stream id's send window (0: the
+// connection's).
+func (c *conn) onWindowUpdate(id, inc uint32) error {
 	var st *stream
-	if f.StreamID != 0 {
-		if st = c.stream(f.StreamID); st == nil {
+	if id != 0 {
+		if st = c.stream(id); st == nil {
 			return nil // a closed stream
 		}
 	}
@@ -242,12 +267,12 @@ func (c *conn) onWindowUpdate(f *http2.WindowUpdateFrame) error {
 	if st != nil {
 		win = &st.sendWin
 	}
-	*win += int64(f.Increment)
+	*win += int64(inc)
 	if *win > 1<<31-1 {
 		if st == nil {
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
-		return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeFlowControl}
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}
 	c.wcond.Broadcast()
 	return nil

@@ -387,6 +387,16 @@ func TestMalformedConnections(t *testing.T) {
 			fr.WriteSettings()
 			fr.WriteWindowUpdate(0, 1<<31-1)
 		},
+		"WINDOW_UPDATE of 3 bytes": func(nc net.Conn, fr *http2.Framer) {
+			nc.Write([]byte(http2.ClientPreface))
+			fr.WriteSettings()
+			fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1})
+		},
+		"WINDOW_UPDATE of 0 on the connection": func(nc net.Conn, fr *http2.Framer) {
+			nc.Write([]byte(http2.ClientPreface))
+			fr.WriteSettings()
+			fr.WriteWindowUpdate(0, 0)
+		},
 		"silence": func(net.Conn, *http2.Framer) {}, // the handshake timeout closes it
 	} {
 		t.Run(name, func(t *testing.T) {
