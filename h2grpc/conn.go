@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -49,6 +50,11 @@ type conn struct {
 	recvWin     int32 // what the client may still send on the connection
 	recvUnacked int32 // received and not yet credited back
 	handlers    sync.WaitGroup
+	lastPing    time.Time // see checkPing
+	pingStrikes int
+	// sentSincePing is set when a stream's headers or data are written
+	// (by any goroutine), and cleared by the next PING.
+	sentSincePing atomic.Bool
 
 	wmu      sync.Mutex
 	wcond    sync.Cond
@@ -181,6 +187,9 @@ func (c *conn) handle(f http2.Frame) error {
 		return c.onSettings(f)
 	case *http2.PingFrame:
 		if !f.IsAck() {
+			if err := c.checkPing(time.Now()); err != nil {
+				return err
+			}
 			c.wmu.Lock()
 			c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), f.Data[:]...)
 			err := c.flushLocked()
@@ -485,7 +494,14 @@ func (c *conn) removeStream(st *stream) {
 // fails every stream and waits for their handlers.
 func (c *conn) shutdown(err error) {
 	var ce http2.ConnectionError
-	if errors.As(err, &ce) {
+	var ge goAwayError
+	switch {
+	case errors.As(err, &ge):
+		c.wmu.Lock()
+		c.wbuf = appendGoAway(c.buf(), c.lastStreamID(), ge.code, ge.debug)
+		_ = c.flushLocked()
+		c.wmu.Unlock()
+	case errors.As(err, &ce):
 		c.wmu.Lock()
 		c.wbuf = appendGoAway(c.buf(), c.lastStreamID(), http2.ErrCode(ce), "")
 		_ = c.flushLocked()

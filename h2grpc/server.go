@@ -19,9 +19,9 @@
 // GOAWAY; unary and streaming methods; metadata, grpc-timeout, trailers with
 // status and details. It does not implement compression (a request that
 // asks for it is refused with Unimplemented; no xDS client compresses),
-// server push, interceptors, server-side keepalive pings (a dead client is
-// found by TCP keepalive and by failed writes) or limits on clients' pings
-// (each is answered).
+// server push, interceptors, or server-side keepalive pings (a dead client
+// is found by TCP keepalive and by failed writes). Clients' pings are
+// limited as grpc-go limits them (Options.MinPingInterval).
 package h2grpc
 
 import (
@@ -62,6 +62,13 @@ type Options struct {
 	// HandshakeTimeout bounds the TLS handshake and the client's HTTP/2
 	// preface; 0 means 10 s.
 	HandshakeTimeout time.Duration
+	// MinPingInterval is how often a client may ping: one that sends more
+	// than two pings in a row each sooner than this after the previous,
+	// with nothing sent to it in between, is sent GOAWAY
+	// ENHANCE_YOUR_CALM "too_many_pings" and disconnected, as grpc-go's
+	// keepalive enforcement does (with PermitWithoutStream). 0 means 5
+	// minutes, grpc-go's default; negative turns the check off.
+	MinPingInterval time.Duration
 	// Logger receives connection errors at Debug level; nil means
 	// slog.Default().
 	Logger *slog.Logger
@@ -85,6 +92,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.MinPingInterval == 0 {
+		o.MinPingInterval = 5 * time.Minute
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

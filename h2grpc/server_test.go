@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -416,6 +417,51 @@ func TestMalformedConnections(t *testing.T) {
 				t.Fatalf("another client is not served: %v", err)
 			}
 		})
+	}
+}
+
+// TestPingFlood: a client that pings faster than MinPingInterval, with
+// nothing sent to it, gets its first pings answered, then GOAWAY
+// ENHANCE_YOUR_CALM "too_many_pings", and is disconnected; others are
+// served.
+func TestPingFlood(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{MinPingInterval: time.Hour})
+	c := dial(t, addr)
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	nc.Write([]byte(http2.ClientPreface))
+	fr := http2.NewFramer(nc, nc)
+	fr.WriteSettings()
+	for i := range 10 {
+		fr.WritePing(false, [8]byte{byte(i)})
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	acks := 0
+	var away *http2.GoAwayFrame
+	for away == nil {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d ping ACKs, no GOAWAY: %v", acks, err)
+		}
+		switch f := f.(type) {
+		case *http2.PingFrame:
+			acks++
+		case *http2.GoAwayFrame:
+			away = f
+		}
+	}
+	if away.ErrCode != http2.ErrCodeEnhanceYourCalm || string(away.DebugData()) != "too_many_pings" || acks != 3 {
+		t.Fatalf("GOAWAY %v %q after %d ping ACKs, want ENHANCE_YOUR_CALM \"too_many_pings\" after 3", away.ErrCode, away.DebugData(), acks)
+	}
+	// Closed: by a FIN, or by a reset for the pings it did not read.
+	if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("the server did not close the connection: %v", err)
+	}
+	if _, err := c.UnaryCall(ctx(t), &testgrpc.SimpleRequest{ResponseSize: 1}); err != nil {
+		t.Fatalf("another client is not served: %v", err)
 	}
 }
 

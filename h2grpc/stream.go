@@ -389,6 +389,7 @@ func (st *stream) send(parts [][]byte, size int) error {
 		c.sendWin -= int64(n)
 		st.sendWin -= int64(n)
 		left -= n
+		c.sentSincePing.Store(true) // frame by frame: a client pings as a large message arrives
 	}
 	return c.flushLocked()
 }
@@ -410,6 +411,7 @@ func (st *stream) appendHeadersLocked() {
 	}
 	st.c.wbuf = appendHeaderBlock(st.c.buf(), st.id, block, false, st.c.maxFrame)
 	st.headersSent = true
+	st.c.sentSincePing.Store(true)
 }
 
 // appendHeaderBlock appends block as a HEADERS frame and as many

@@ -347,7 +347,10 @@ type grpcServer interface {
 func newGRPCServer(transport string, cfg *tls.Config, log *slog.Logger) (grpcServer, error) {
 	switch transport {
 	case "", "xdsd":
-		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: log}), nil
+		// Clients may ping every 10 s, as server.GRPCOptions lets them on
+		// grpc-go's transport.
+		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: log,
+			MinPingInterval: 10 * time.Second}), nil
 	case "grpc-go":
 		opts := server.GRPCOptions()
 		if cfg != nil {

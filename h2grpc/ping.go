@@ -1,0 +1,50 @@
+package h2grpc
+
+import (
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// maxPingStrikes is how many pings in a row may come sooner than
+// Options.MinPingInterval before the connection is closed (grpc-go's
+// number).
+const maxPingStrikes = 2
+
+// goAwayError ends a connection with GOAWAY carrying code and debug data:
+// for a client that breaks a policy rather than the protocol.
+type goAwayError struct {
+	code  http2.ErrCode
+	debug string
+}
+
+func (e goAwayError) Error() string { return "h2grpc: GOAWAY " + e.code.String() + ": " + e.debug }
+
+// errTooManyPings is what a client that pings too often is told, as
+// grpc-go's keepalive enforcement tells it: grpc-go clients then ping less.
+var errTooManyPings = goAwayError{code: http2.ErrCodeEnhanceYourCalm, debug: "too_many_pings"}
+
+// checkPing applies the ping policy to a PING received at now: a ping
+// sooner than MinPingInterval after the previous one is a strike, unless
+// the server sent data or headers since (a client answering data, as
+// grpc-go's bandwidth probe does, is never struck); past maxPingStrikes
+// the connection is closed. It runs on the connection's goroutine.
+func (c *conn) checkPing(now time.Time) error {
+	minGap := c.srv.opts.MinPingInterval
+	if minGap < 0 {
+		return nil
+	}
+	last := c.lastPing
+	c.lastPing = now
+	if c.sentSincePing.Swap(false) {
+		c.pingStrikes = 0
+		return nil
+	}
+	if !last.IsZero() && now.Sub(last) < minGap {
+		c.pingStrikes++
+	}
+	if c.pingStrikes > maxPingStrikes {
+		return errTooManyPings
+	}
+	return nil
+}
