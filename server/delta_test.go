@@ -514,6 +514,36 @@ func TestDelta(t *testing.T) {
 		}
 	})
 
+	t.Run("D4_removed_while_held_by_an_alias_only", func(t *testing.T) {
+		// Found by review: the client holds rc/vh only under its alias;
+		// rc/vh is removed while that response is un-ACKed; the client
+		// then trades the alias for the wildcard. It must be told rc/vh
+		// is gone, or it keeps it for good.
+		e := start(t, rawxds.Cluster("c1"), vhost("vh", "1", "foo.com"), vhost("vh2", "1", "baz.com"))
+		s := e.DeltaADS(t)
+		s.Send(dsub(cds, "*"))
+		wantDelta(t, recvAck(s), cds, []string{"c1"}, nil)
+		s.Send(dsub(vhds, "rc/foo.com"))
+		r1 := s.Recv() // not ACKed yet
+		wantDelta(t, r1, vhds, []string{"rc/vh"}, nil)
+		publish(e, clusterV("c1", 2), vhost("vh2", "1", "baz.com"))
+		wantDelta(t, recvAck(s), cds, []string{"c1"}, nil) // the publication's push has run, holding vhds back
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: vhds, ResponseNonce: r1.Nonce,
+			ResourceNamesSubscribe: []string{"*", "rc/probe"}, ResourceNamesUnsubscribe: []string{"rc/foo.com"}})
+		removed := false
+		for probed := false; !probed; {
+			r := recvAck(s)
+			removed = removed || slices.Contains(r.GetRemovedResources(), "rc/vh")
+			probed = slices.Contains(rawxds.DeltaNames(r), "rc/probe")
+			if slices.Contains(rawxds.DeltaNames(r), "rc/vh") {
+				t.Fatalf("rc/vh, which is gone, sent again: %v", rawxds.DeltaNames(r))
+			}
+		}
+		if !removed {
+			t.Fatal("the client was never told that rc/vh is gone")
+		}
+	})
+
 	t.Run("D7_one_entry_per_resource", func(t *testing.T) {
 		// Envoy rejects a delta response naming a resource twice (in
 		// resources, or across resources and removed_resources), so a vhost

@@ -244,11 +244,12 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 				}
 				ts.clearResend(e)
 			}
-		case !inScope && has && held != nil && held.Name != key:
-			// An alias no longer named (the wildcard covers names, not
-			// aliases): the client still has the resource under its
-			// name if the wildcard covers it, and nothing is said of
-			// the alias.
+		case !inScope && has && held != nil && held.Name != key && snap.Get(ts.t, held.Name) != nil:
+			// An alias no longer named, of a resource that lives on (the
+			// wildcard covers names, not aliases): the client has the
+			// resource under its name if the wildcard covers it, and
+			// nothing is said of the alias. (Were the resource gone, the
+			// case below would remove it by name.)
 			e := ts.mutable(i)
 			ts.forget(e)
 			ts.clearResend(e)
