@@ -4,9 +4,11 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // Field numbers of the request fields a plain ACK carries.
@@ -62,7 +64,7 @@ func (st *stream) useFastPaths(gs any, ack func([]byte) bool) {
 // request sets): what most requests are once a stream runs. Anything else,
 // or a stream busy in a turn, is left to the handler (false).
 func (st *stream) ackDeltaInline(raw []byte) bool {
-	var typeURL, nonce []byte
+	var typeURL, nonce, node []byte
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
@@ -78,9 +80,7 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 		case deltaReqNonceField:
 			nonce = v
 		case deltaReqNodeField: // Envoy repeats it unless told not to
-			if !wellFormed(v) {
-				return false
-			}
+			node = v
 		default:
 			return false
 		}
@@ -89,7 +89,7 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 	if len(nonce) == 0 {
 		return false
 	}
-	return st.ackInline(func(ts *typeState) bool {
+	return st.ackInline(node, func(ts *typeState) bool {
 		return ts.nonce == string(nonce) && (string(typeURL) == ts.t.URL || (len(typeURL) == 0 && ts.t == st.only))
 	})
 }
@@ -100,11 +100,11 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 // order, as protobuf encoders write them: version (and node), names, type
 // URL, nonce; anything else goes to the handler.
 func (st *stream) ackSotwInline(raw []byte) bool {
-	version, rest, ok := sotwAckHead(raw)
+	version, node, rest, ok := sotwAckHead(raw)
 	if !ok {
 		return false
 	}
-	return st.ackInline(func(ts *typeState) bool {
+	return st.ackInline(node, func(ts *typeState) bool {
 		if ts.lastVersion != string(version) || !ts.namesKnown {
 			return false
 		}
@@ -123,8 +123,8 @@ func (st *stream) ackSotwInline(raw []byte) bool {
 
 // sotwAckHead reads the fields a SotW request has before its names: the
 // version, and the node (which only a stream's first request sets). It
-// returns the version and the rest of the request.
-func sotwAckHead(raw []byte) (version, rest []byte, ok bool) {
+// returns them and the rest of the request.
+func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 	b := raw
 	for len(b) > 0 && b[0] != namesTag {
 		num, typ, n := protowire.ConsumeTag(b)
@@ -133,35 +133,32 @@ func sotwAckHead(raw []byte) (version, rest []byte, ok bool) {
 		}
 		v, m := protowire.ConsumeBytes(b[n:])
 		if m < 0 {
-			return nil, nil, false
+			return nil, nil, nil, false
 		}
 		if num == sotwReqVersionField {
 			version = v
-		} else if !wellFormed(v) { // the node
-			return nil, nil, false
+		} else {
+			node = v
 		}
 		b = b[n+m:]
 	}
-	return version, b, version != nil
+	return version, node, b, version != nil
 }
 
-// wellFormed reports whether b parses as a message's fields. A repeated
-// node is otherwise ignored (the first request's counts), but one the
-// handler could not decode is left to it, to fail the stream as it does.
-// (Only the outer fields are checked: a node's contents are not looked at
-// again after the first request.)
-func wellFormed(b []byte) bool {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return false
-		}
-		m := protowire.ConsumeFieldValue(num, typ, b[n:])
-		if m < 0 {
-			return false
-		}
-		b = b[n+m:]
+// nodeDecodes reports whether node, a node repeated by a later request,
+// decodes, as the handler would decode it (it fails the stream otherwise,
+// though it ignores the node). The digest of the last node that decoded is
+// kept, so a client that repeats its node costs a hash per ACK. Call it
+// with st.mu held.
+func (st *stream) nodeDecodes(node []byte) bool {
+	h := maphash.Bytes(digestSeed, node)
+	if st.nodeChecked && st.nodeDigest == h {
+		return true
 	}
+	if proto.Unmarshal(node, &corev3.Node{}) != nil {
+		return false
+	}
+	st.nodeDigest, st.nodeChecked = h, true
 	return true
 }
 
@@ -181,16 +178,20 @@ func trimStringField(b []byte, num protowire.Number, s string) ([]byte, bool) {
 }
 
 // ackInline records an ACK of the latest response of the type that acks
-// says it answers; it reports whether it did. It never waits for the
-// stream's lock. An ACK that lets a held-back response go wakes the stream
-// for a turn, as the handler's turn would have pushed it.
-func (st *stream) ackInline(acks func(*typeState) bool) bool {
+// says it answers; it reports whether it did. node is the node the
+// request repeats, if any. It never waits for the stream's lock. An ACK
+// that lets a held-back response go wakes the stream for a turn, as the
+// handler's turn would have pushed it.
+func (st *stream) ackInline(node []byte, acks func(*typeState) bool) bool {
 	if !st.mu.TryLock() {
 		return false
 	}
 	defer st.mu.Unlock()
 	if st.failed != nil || st.closed || st.watcher == nil {
 		return false // not started: the first request sets the node
+	}
+	if node != nil && !st.nodeDecodes(node) {
+		return false
 	}
 	for _, ts := range st.types.list {
 		if ts.nonce == "" || !acks(ts) {

@@ -84,41 +84,65 @@ func TestInlineAckReleasesHeldResponseSotW(t *testing.T) {
 }
 
 // TestInlineLeavesMalformedNodeToHandler: an ACK that repeats a node the
-// handler could not decode is not taken inline as a plain ACK; the stream
-// fails as it would on any undecodable request.
+// handler could not decode (malformed, or with an id that is not UTF-8) is
+// not taken inline as a plain ACK; the stream fails as it would on any
+// undecodable request.
 func TestInlineLeavesMalformedNodeToHandler(t *testing.T) {
-	e := startNoTimers(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
-	ctx, cancel := context.WithTimeout(context.Background(), rawxds.Timeout)
-	defer cancel()
-	cs, err := e.Conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
-		"/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources", grpc.ForceCodecV2(rawCodec{}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, _ := proto.Marshal(dsub(eds, "c1"))
-	if err := cs.SendMsg(first); err != nil {
-		t.Fatal(err)
-	}
-	var raw []byte
-	if err := cs.RecvMsg(&raw); err != nil {
-		t.Fatal(err)
-	}
-	var resp discovery.DeltaDiscoveryResponse
-	if err := proto.Unmarshal(raw, &resp); err != nil {
-		t.Fatal(err)
-	}
-	ack, _ := proto.Marshal(dack(&resp))
-	ack = protowire.AppendTag(ack, 1, protowire.BytesType) // node: a truncated field inside
-	ack = protowire.AppendBytes(ack, []byte{0x0a, 0x05, 'n'})
-	if err := cs.SendMsg(ack); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if err := cs.RecvMsg(&raw); err != nil {
-			if status.Code(err) != codes.Internal {
-				t.Fatalf("stream ended with %v, want Internal: a malformed request", err)
+	for name, node := range map[string][]byte{
+		"truncated field":  {0x0a, 0x05, 'n'},
+		"id not UTF-8":     {0x0a, 0x02, 0xff, 0xfe},
+		"good, then wrong": nil, // a valid node first: its digest is kept, and must not admit the next
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := startNoTimers(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Endpoints("c2", 1))
+			ctx, cancel := context.WithTimeout(context.Background(), rawxds.Timeout)
+			defer cancel()
+			cs, err := e.Conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: true, ServerStreams: true},
+				"/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources", grpc.ForceCodecV2(rawCodec{}))
+			if err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
+			send := func(m proto.Message, node []byte) {
+				t.Helper()
+				b, _ := proto.Marshal(m)
+				if node != nil {
+					b = protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), node)
+				}
+				if err := cs.SendMsg(b); err != nil {
+					t.Fatal(err)
+				}
+			}
+			recv := func() *discovery.DeltaDiscoveryResponse {
+				t.Helper()
+				var raw []byte
+				if err := cs.RecvMsg(&raw); err != nil {
+					t.Fatal(err)
+				}
+				var resp discovery.DeltaDiscoveryResponse
+				if err := proto.Unmarshal(raw, &resp); err != nil {
+					t.Fatal(err)
+				}
+				return &resp
+			}
+			send(dsub(eds, "c1"), nil)
+			resp := recv()
+			if node == nil { // an ACK with a good node, then a subscription answered
+				good, _ := proto.Marshal(rawxds.Node("n1"))
+				send(dack(resp), good)
+				send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c2"}}, nil)
+				resp = recv()
+				node = append(good[:len(good):len(good)], 0x0a, 0x01, 0xff) // a second id, not UTF-8
+			}
+			send(dack(resp), node)
+			for {
+				var raw []byte
+				if err := cs.RecvMsg(&raw); err != nil {
+					if status.Code(err) != codes.Internal {
+						t.Fatalf("stream ended with %v, want Internal: a malformed request", err)
+					}
+					return
+				}
+			}
+		})
 	}
 }
