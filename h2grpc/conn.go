@@ -187,14 +187,14 @@ func (c *conn) handle(f http2.Frame) error {
 		return c.onSettings(f)
 	case *http2.PingFrame:
 		if !f.IsAck() {
-			if err := c.checkPing(time.Now()); err != nil {
-				return err
-			}
 			c.wmu.Lock()
 			c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), f.Data[:]...)
 			err := c.flushLocked()
 			c.wmu.Unlock()
-			return err
+			if err != nil {
+				return err
+			}
+			return c.checkPing(time.Now()) // answered first, as grpc-go does
 		}
 	case *http2.RSTStreamFrame:
 		if st := c.stream(f.StreamID); st != nil {
@@ -414,6 +414,7 @@ func (c *conn) writeTrailersOnly(id uint32, st *status.Status) error {
 	c.wbuf = appendFrameHeader(c.buf(), len(block), http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, id)
 	c.wbuf = append(c.buf(), block...)
 	c.wbuf = appendRSTStream(c.buf(), id, http2.ErrCodeNo)
+	c.sentSincePing.Store(true)
 	return c.flushLocked()
 }
 

@@ -6,9 +6,9 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// maxPingStrikes is how many pings in a row may come sooner than
-// Options.MinPingInterval before the connection is closed (grpc-go's
-// number).
+// maxPingStrikes is how many pings may come sooner than
+// Options.MinPingInterval after the previous one, with nothing sent in
+// between, before the connection is closed (grpc-go's number).
 const maxPingStrikes = 2
 
 // goAwayError ends a connection with GOAWAY carrying code and debug data:
@@ -24,11 +24,12 @@ func (e goAwayError) Error() string { return "h2grpc: GOAWAY " + e.code.String()
 // grpc-go's keepalive enforcement tells it: grpc-go clients then ping less.
 var errTooManyPings = goAwayError{code: http2.ErrCodeEnhanceYourCalm, debug: "too_many_pings"}
 
-// checkPing applies the ping policy to a PING received at now: a ping
-// sooner than MinPingInterval after the previous one is a strike, unless
-// the server sent data or headers since (a client answering data, as
-// grpc-go's bandwidth probe does, is never struck); past maxPingStrikes
-// the connection is closed. It runs on the connection's goroutine.
+// checkPing applies the ping policy to a PING received (and answered) at
+// now: a ping sooner than MinPingInterval after the previous one is a
+// strike; the server sending headers, data or trailers clears the strikes
+// (a client answering data, as grpc-go's bandwidth probe does, is never
+// struck); past maxPingStrikes the connection is closed. It runs on the
+// connection's goroutine.
 func (c *conn) checkPing(now time.Time) error {
 	minGap := c.srv.opts.MinPingInterval
 	if minGap < 0 {

@@ -62,12 +62,13 @@ type Options struct {
 	// HandshakeTimeout bounds the TLS handshake and the client's HTTP/2
 	// preface; 0 means 10 s.
 	HandshakeTimeout time.Duration
-	// MinPingInterval is how often a client may ping: one that sends more
-	// than two pings in a row each sooner than this after the previous,
-	// with nothing sent to it in between, is sent GOAWAY
-	// ENHANCE_YOUR_CALM "too_many_pings" and disconnected, as grpc-go's
-	// keepalive enforcement does (with PermitWithoutStream). 0 means 5
-	// minutes, grpc-go's default; negative turns the check off.
+	// MinPingInterval is how often a client may ping. A ping sooner than
+	// this after the previous one is a strike; strikes add up until the
+	// server next sends headers, data or trailers, and a client with
+	// more than two is sent GOAWAY ENHANCE_YOUR_CALM "too_many_pings" and
+	// disconnected, as grpc-go's keepalive enforcement does (with
+	// PermitWithoutStream). 0 means 5 minutes, grpc-go's default;
+	// negative turns the check off.
 	MinPingInterval time.Duration
 	// Logger receives connection errors at Debug level; nil means
 	// slog.Default().

@@ -497,6 +497,7 @@ func (st *stream) finish(err error) {
 			block = appendTrailers(slices.Clone(responseHeaders), s, metadata.Join(st.header, st.trailer))
 		}
 		c.wbuf = appendHeaderBlock(c.buf(), st.id, block, true, c.maxFrame)
+		c.sentSincePing.Store(true)
 		st.rmu.Lock()
 		half := st.halfClosed
 		st.rmu.Unlock()
