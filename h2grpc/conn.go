@@ -251,6 +251,9 @@ func (c *conn) readWindowUpdate(fh http2.FrameHeader) error {
 	if _, err := io.ReadFull(c.r, b[:]); err != nil {
 		return err
 	}
+	if fh.StreamID != 0 && c.idleStream(fh.StreamID) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
+	}
 	inc := binary.BigEndian.Uint32(b[:]) & (1<<31 - 1)
 	if inc == 0 {
 		if fh.StreamID == 0 {
@@ -285,6 +288,15 @@ func (c *conn) onWindowUpdate(id, inc uint32) error {
 	}
 	c.wcond.Broadcast()
 	return nil
+}
+
+// idleStream reports whether stream id was never opened by the client: a
+// frame on it other than HEADERS or PRIORITY is a connection error (RFC
+// 9113, section 5.1). This server opens no streams of its own.
+func (c *conn) idleStream(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return id%2 == 0 || id > c.lastID
 }
 
 // stream returns the open stream id, or nil.
@@ -328,10 +340,7 @@ func (c *conn) readData(fh http2.FrameHeader) error {
 	}
 	st := c.stream(fh.StreamID)
 	if st == nil {
-		c.mu.Lock()
-		idle := fh.StreamID > c.lastID
-		c.mu.Unlock()
-		if idle {
+		if c.idleStream(fh.StreamID) {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		return nil // a stream that has ended: its data is dropped

@@ -393,6 +393,11 @@ func TestMalformedConnections(t *testing.T) {
 			fr.WriteSettings()
 			fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1})
 		},
+		"WINDOW_UPDATE on an idle stream": func(nc net.Conn, fr *http2.Framer) {
+			nc.Write([]byte(http2.ClientPreface))
+			fr.WriteSettings()
+			fr.WriteWindowUpdate(9, 0) // a zero increment too: still the connection's error
+		},
 		"WINDOW_UPDATE of 0 on the connection": func(nc net.Conn, fr *http2.Framer) {
 			nc.Write([]byte(http2.ClientPreface))
 			fr.WriteSettings()
