@@ -295,9 +295,13 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	ts.active = true
 	ts.subscribe(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(), first)
 	if first && len(req.GetInitialResourceVersions()) > 0 {
+		// What the client has of what it subscribes to (D6); it drops the
+		// rest, which a later subscription must send again.
 		var items []item
 		for name, v := range req.GetInitialResourceVersions() {
-			items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
+			if e := ts.lookup(name); ts.wildcard || (e != nil && e.flags&fNamed != 0) {
+				items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
+			}
 		}
 		ts.holdItems(items)
 	}
