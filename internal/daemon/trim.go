@@ -17,13 +17,13 @@ import (
 // gives it back once the burst is over, as Envoy's shrink_heap overload
 // action does for its own heap.
 const (
-	trimEvery    = 100 * time.Millisecond // how often the heap is looked at
-	trimMinFree  = 16 << 20               // reclaimable (see heapLook): at least this
-	trimMinRatio = 0.25                   // and at least this share of the heap's objects
-	trimQuiet    = 1 << 20                // allocated since the last look: at most this
-	trimIdleCPU  = 10 * time.Millisecond  // CPU used since the last look: at most this
-	trimAnyway   = 30 * time.Second       // since the last trim: trim without new allocation
-	trimLooks    = 2                      // quiet looks in a row before a trim
+	trimEvery    = 50 * time.Millisecond // how often the heap is looked at
+	trimLooks    = 2                     // quiet looks in a row before a trim: 100 ms
+	trimMinFree  = 16 << 20              // reclaimable (see heapLook): at least this
+	trimMinRatio = 0.25                  // and at least this share of the heap's objects
+	trimQuiet    = 512 << 10             // allocated since the last look: at most this
+	trimIdleCPU  = 5 * time.Millisecond  // CPU used since the last look: at most this (a tenth)
+	trimAnyway   = 30 * time.Second      // since the last trim: trim without new allocation
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
