@@ -15,7 +15,6 @@ import (
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
@@ -44,6 +43,7 @@ type conn struct {
 	nc   net.Conn      // raw, or TLS over it; written under wmu once ready
 	fr   *http2.Framer // read by serve only
 	r    io.Reader     // the socket, buffered; serve's only
+	pr   *pooledReader // r, if it is one (a socket, on Unix), else nil
 	peer *peer.Peer
 
 	// Read side, serve's only.
@@ -68,8 +68,9 @@ type conn struct {
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
-	lastID    uint32 // highest stream id the client opened
-	goingAway bool   // GOAWAY sent: no new streams; close when none is left
+	last      *stream // the stream stream looked up last, if still open: usually the only one
+	lastID    uint32  // highest stream id the client opened
+	goingAway bool    // GOAWAY sent: no new streams; close when none is left
 	closed    bool
 }
 
@@ -111,6 +112,7 @@ func (c *conn) handshake() error {
 	}
 	c.peer = &peer.Peer{Addr: c.raw.RemoteAddr(), LocalAddr: c.raw.LocalAddr(), AuthInfo: auth}
 	c.r = newReader(nc)
+	c.pr, _ = c.r.(*pooledReader)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.r, preface[:]); err != nil {
 		return err
@@ -148,14 +150,22 @@ func (c *conn) handshake() error {
 func (c *conn) readLoop() error {
 	first := true
 	for {
+		if c.pr != nil {
+			c.pr.atBoundary()
+		}
 		fh, err := c.fr.ReadFrameHeader()
 		if err != nil {
 			return err
 		}
-		if first && fh.Type != http2.FrameSettings {
-			return http2.ConnectionError(http2.ErrCodeProtocol)
+		if first {
+			if fh.Type != http2.FrameSettings {
+				return http2.ConnectionError(http2.ErrCodeProtocol)
+			}
+			first = false
+			if c.pr != nil { // from the next frame on
+				c.pr.frames = c.handleWhole
+			}
 		}
-		first = false
 		switch fh.Type {
 		case http2.FrameData:
 			err = c.readData(fh)
@@ -167,15 +177,21 @@ func (c *conn) readLoop() error {
 				err = c.handle(f)
 			}
 		}
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				c.resetStream(se.StreamID, se.Code)
-				continue
-			}
+		if err = c.streamFailed(err); err != nil {
 			return err
 		}
 	}
+}
+
+// streamFailed resets the stream of a stream error and reports nil; any
+// other error fails the connection.
+func (c *conn) streamFailed(err error) error {
+	var se http2.StreamError
+	if errors.As(err, &se) {
+		c.resetStream(se.StreamID, se.Code)
+		return nil
+	}
+	return err
 }
 
 // handle handles a frame other than DATA.
@@ -241,8 +257,8 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 }
 
 // readWindowUpdate reads a WINDOW_UPDATE frame's payload and applies it,
-// checked as the HTTP/2 framer would, without making a frame value: a
-// client sends one for about every window's quarter it receives.
+// without making a frame value: a client sends one for about every
+// window's quarter it receives.
 func (c *conn) readWindowUpdate(fh http2.FrameHeader) error {
 	if fh.Length != 4 {
 		return http2.ConnectionError(http2.ErrCodeFrameSize)
@@ -251,10 +267,16 @@ func (c *conn) readWindowUpdate(fh http2.FrameHeader) error {
 	if _, err := io.ReadFull(c.r, b[:]); err != nil {
 		return err
 	}
+	return c.windowUpdate(fh, b[:])
+}
+
+// windowUpdate applies a WINDOW_UPDATE frame of 4 bytes, checked as the
+// HTTP/2 framer would.
+func (c *conn) windowUpdate(fh http2.FrameHeader, b []byte) error {
 	if fh.StreamID != 0 && c.idleStream(fh.StreamID) {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	inc := binary.BigEndian.Uint32(b[:]) & (1<<31 - 1)
+	inc := binary.BigEndian.Uint32(b) & (1<<31 - 1)
 	if inc == 0 {
 		if fh.StreamID == 0 {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -303,7 +325,14 @@ func (c *conn) idleStream(id uint32) bool {
 func (c *conn) stream(id uint32) *stream {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.streams[id]
+	if c.last != nil && c.last.id == id {
+		return c.last
+	}
+	st := c.streams[id]
+	if st != nil {
+		c.last = st
+	}
+	return st
 }
 
 // readData reads a DATA frame's payload and hands it to its stream.
@@ -311,13 +340,25 @@ func (c *conn) readData(fh http2.FrameHeader) error {
 	if fh.StreamID == 0 {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	pool := mem.DefaultBufferPool()
-	buf := pool.Get(int(fh.Length))
-	defer pool.Put(buf)
+	if c.pr != nil {
+		if data, ok := c.pr.take(int(fh.Length)); ok { // buffered whole: no copy
+			return c.onData(fh, data)
+		}
+	}
+	buf := payloadBufs.Get().(*[]byte)
+	defer payloadBufs.Put(buf)
 	data := (*buf)[:fh.Length]
 	if _, err := io.ReadFull(c.r, data); err != nil {
 		return err
 	}
+	return c.onData(fh, data)
+}
+
+// payloadBufs holds buffers for DATA payloads that are not buffered whole.
+var payloadBufs = sync.Pool{New: func() any { b := make([]byte, maxFrameSize); return &b }}
+
+// onData handles a DATA frame on a stream other than 0, with its payload.
+func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 	if fh.Flags.Has(http2.FlagDataPadded) {
 		if len(data) == 0 || int(data[0]) >= len(data) {
 			return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -493,6 +534,9 @@ func (c *conn) goAway() {
 func (c *conn) removeStream(st *stream) {
 	c.mu.Lock()
 	delete(c.streams, st.id)
+	if c.last == st {
+		c.last = nil
+	}
 	closeNow := c.goingAway && len(c.streams) == 0
 	c.mu.Unlock()
 	if closeNow {

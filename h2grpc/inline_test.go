@@ -3,7 +3,6 @@ package h2grpc_test
 import (
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 
@@ -15,10 +14,11 @@ import (
 )
 
 // inlineService's StreamingInputCall takes the requests whose payload is
-// one byte inline, and the others through Recv; both log each request's
-// size in the order they handle them.
+// one byte (or whose size takes accepts, if set) inline, and the others
+// through Recv; both log each request's size in the order they handle them.
 type inlineService struct {
 	testgrpc.UnimplementedTestServiceServer
+	takes    func(size int) bool
 	mu       sync.Mutex
 	log      []int // payload sizes, as handled
 	inlined  int
@@ -46,10 +46,14 @@ func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_Streaming
 	}
 	r.SetInline(func(msg []byte) bool {
 		var req testgrpc.StreamingInputCallRequest
-		if err := proto.Unmarshal(msg, &req); err != nil || len(req.GetPayload().GetBody()) != 1 {
+		if err := proto.Unmarshal(msg, &req); err != nil {
 			return false
 		}
-		s.record(1, true)
+		n := len(req.GetPayload().GetBody())
+		if s.takes != nil && !s.takes(n) || s.takes == nil && n != 1 {
+			return false
+		}
+		s.record(n, true)
 		return true
 	})
 	for {
@@ -69,22 +73,9 @@ func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_Streaming
 // checks that every request was handled once, in the order sent, and that
 // both paths were used.
 func TestInlineKeepsOrder(t *testing.T) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := h2grpc.NewServer(h2grpc.Options{})
 	svc := &inlineService{seen: make(chan struct{}, 1024)}
-	testgrpc.RegisterTestServiceServer(s, svc)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	defer func() {
-		s.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	c := dial(t, lis.Addr().String())
+	_, addr := serve(t, h2grpc.Options{}, svc)
+	c := dial(t, addr)
 	stream, err := c.StreamingInputCall(ctx(t))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +102,14 @@ func TestInlineKeepsOrder(t *testing.T) {
 	if _, err := stream.CloseAndRecv(); err != nil {
 		t.Fatal(err)
 	}
-	got := svc.seenSoFar()
+	svc.checkHandled(t, want)
+}
+
+// checkHandled checks that the requests handled had the sizes in want, in
+// order, and that both paths were used.
+func (s *inlineService) checkHandled(t *testing.T, want []int) {
+	t.Helper()
+	got := s.seenSoFar()
 	if len(got) != len(want) {
 		t.Fatalf("%d requests handled, want %d", len(got), len(want))
 	}
@@ -120,10 +118,10 @@ func TestInlineKeepsOrder(t *testing.T) {
 			t.Fatalf("request %d handled with size %d, want %d: order lost", i, got[i], want[i])
 		}
 	}
-	svc.mu.Lock()
-	defer svc.mu.Unlock()
-	if svc.inlined == 0 || svc.received == 0 {
-		t.Errorf("%d requests inline and %d received: want both paths used", svc.inlined, svc.received)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inlined == 0 || s.received == 0 {
+		t.Errorf("%d requests inline and %d received: want both paths used", s.inlined, s.received)
 	}
 }
 

@@ -6,107 +6,200 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"sync"
 	"syscall"
-
-	"google.golang.org/grpc/mem"
 )
 
 // readBufSize is the size of a connection's read buffer while it has
 // unread bytes.
 const readBufSize = 8 << 10
 
+// readBufs holds the read buffers of connections that have nothing unread.
+// Unlike grpc-go's shared pool, it does not clear a buffer it hands out: a
+// buffer is read into before it is read from.
+var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+
 // newReader returns a buffered reader of nc that holds its buffer only while
 // it has bytes in it: an idle connection, whose reader waits for the socket
-// to become readable, holds none. Connections that are not sockets (TLS)
-// get a plain bufio.Reader.
+// to become readable, holds none. It returns a *pooledReader for sockets;
+// connections that are not sockets (TLS) get a plain bufio.Reader.
 func newReader(nc net.Conn) io.Reader {
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			return &pooledReader{rc: rc, pool: mem.DefaultBufferPool()}
+			return &pooledReader{rc: rc}
 		}
 	}
 	return bufio.NewReaderSize(nc, 4<<10)
 }
 
-// pooledReader reads a socket through a buffer from pool, taken when the
-// socket has data and given back once it is all consumed. It is used by
-// one goroutine.
+// pooledReader reads a socket through a buffer from readBufs, taken when
+// the socket has data and given back once a read finds it empty with
+// nothing left unread. It is used by one goroutine, the connection's.
+//
+// If frames is set, the reader handles frames inside the socket read when
+// the read loop asks for a frame header with nothing buffered (boundary):
+// after each read it passes the buffered bytes to frames, and if that
+// handled them all and the read did not fill the buffer (so the socket was
+// empty then), it waits for the socket again at once. A read that finds
+// nothing (EAGAIN) after every read that found something is what Go's
+// netpoller otherwise needs; waiting inside the read is safe because the
+// readiness a wait consumes is only cleared before the first read.
 type pooledReader struct {
 	rc   syscall.RawConn
-	pool mem.BufferPool
-	buf  *[]byte // nil when empty
+	buf  *[]byte // nil while there is nothing unread and no read is under way
 	r, w int     // unread bytes are (*buf)[r:w]
+
+	frames   frameHandler // set by the read loop once the connection's first frame is handled
+	boundary bool         // the read loop is at a frame boundary: frames may run
 
 	// The read fill passes to rc, made once (a closure would be allocated
 	// on every read), and its arguments and results.
 	readFn func(fd uintptr) bool
-	dst    []byte
-	n      int
-	rerr   error
+	dst    []byte // the caller's buffer: read into directly if it is large
+	direct int    // bytes read into dst, or -1
+	rerr   error  // the socket's error (io.EOF at its end), after what was read before it
+	ferr   error  // an error from frames: returned at once
 }
 
+// Read reads from the buffer, or from the socket once it is empty.
 func (p *pooledReader) Read(b []byte) (int, error) {
-	if p.buf == nil {
+	if p.r == p.w {
 		if err := p.fill(b); err != nil {
 			return 0, err
 		}
-		if p.buf == nil { // read straight into b
-			return p.w, nil
+		if p.direct >= 0 {
+			return p.direct, nil
 		}
 	}
+	p.boundary = false
 	n := copy(b, (*p.buf)[p.r:p.w])
 	p.r += n
-	if p.r == p.w {
-		p.pool.Put(p.buf)
-		p.buf = nil
-	}
 	return n, nil
 }
 
-// fill waits for the socket to be readable, then reads into b if it is at
-// least a buffer long (leaving p.buf nil and the count in p.w), else into
-// a pooled buffer.
+// take returns the next n bytes without a copy, if they are buffered. They
+// stay valid until the next Read.
+func (p *pooledReader) take(n int) ([]byte, bool) {
+	if p.w-p.r < n {
+		return nil, false
+	}
+	p.boundary = false
+	b := (*p.buf)[p.r : p.r+n]
+	p.r += n
+	return b, true
+}
+
+// atBoundary tells the reader that the read loop is about to read a frame
+// header: if nothing is buffered, frames may run inside the next read.
+func (p *pooledReader) atBoundary() { p.boundary = p.frames != nil && p.r == p.w }
+
+// fill waits for the socket to be readable and reads it: into b if b is at
+// least a buffer long and the read loop is inside a frame (then p.direct
+// holds the count), else into the buffer, where frames may handle what it
+// can first. It returns once there is something for the caller.
 func (p *pooledReader) fill(b []byte) error {
+	if p.ferr != nil {
+		return p.ferr
+	}
+	if p.rerr != nil {
+		return p.rerr
+	}
 	if p.readFn == nil {
 		p.readFn = p.read
 	}
-	p.dst = b
+	p.dst, p.direct = b, -1
 	err := p.rc.Read(p.readFn)
-	p.dst = nil
-	n, rerr := p.n, p.rerr
-	p.rerr = nil
-	if err == nil {
-		err = rerr
-	}
-	if err == nil && n == 0 {
-		err = io.EOF
-	}
-	if err != nil {
-		if p.buf != nil {
-			p.pool.Put(p.buf)
-			p.buf = nil
-		}
+	p.dst, p.boundary = nil, false
+	switch {
+	case err != nil:
+		p.release()
 		return err
+	case p.ferr != nil:
+		return p.ferr
+	case p.direct >= 0 || p.r < p.w:
+		return nil
 	}
-	p.r, p.w = 0, n
-	return nil
+	return p.rerr
 }
 
-// read is fill's read of the socket fd, into dst or a pooled buffer; it
-// returns false (wait) if there is nothing to read.
+// read is fill's read of the socket fd; it returns false to wait for the
+// socket to become readable.
 func (p *pooledReader) read(fd uintptr) bool {
-	dst := p.dst
-	if len(dst) < readBufSize {
-		p.buf = p.pool.Get(readBufSize)
-		dst = *p.buf
-	}
-	p.n, p.rerr = syscall.Read(int(fd), dst)
-	if p.rerr == syscall.EAGAIN || p.rerr == syscall.EWOULDBLOCK {
-		if p.buf != nil {
-			p.pool.Put(p.buf) // not held while waiting
-			p.buf = nil
+	for {
+		if p.r == p.w && len(p.dst) >= readBufSize && !p.boundary {
+			p.release()
+			n, err := syscall.Read(int(fd), p.dst)
+			if wouldBlock(err) {
+				return false
+			}
+			if err != nil || n == 0 {
+				p.rerr = readErr(err)
+				return true
+			}
+			p.direct = n
+			return true
 		}
-		return false
+		if p.buf == nil {
+			p.buf, p.r, p.w = readBufs.Get().(*[]byte), 0, 0
+		}
+		buf := *p.buf
+		if p.r == p.w {
+			p.r, p.w = 0, 0
+		} else if p.w == len(buf) && p.r > 0 { // keep the start of a frame, at the front
+			p.w = copy(buf, buf[p.r:p.w])
+			p.r = 0
+		}
+		if p.w == len(buf) {
+			return true // a frame longer than the buffer: the read loop reads it
+		}
+		n, err := syscall.Read(int(fd), buf[p.w:])
+		if wouldBlock(err) {
+			if p.r == p.w {
+				p.release()
+			}
+			return false
+		}
+		if err != nil || n == 0 {
+			p.rerr = readErr(err)
+			return true
+		}
+		p.w += n
+		if !p.boundary {
+			return true
+		}
+		used, whole, err := p.frames(buf[p.r:p.w])
+		p.r += used
+		switch {
+		case err != nil:
+			p.ferr = err
+			return true
+		case !whole:
+			return true // a frame for the read loop
+		case p.w == len(buf):
+			continue // the socket may hold more
+		}
+		if p.r == p.w {
+			p.release()
+		}
+		return false // the socket was empty when read: wait for more
 	}
-	return true
+}
+
+// release gives the buffer back, if nothing in it is unread.
+func (p *pooledReader) release() {
+	if p.buf != nil && p.r == p.w {
+		readBufs.Put(p.buf)
+		p.buf, p.r, p.w = nil, 0, 0
+	}
+}
+
+func wouldBlock(err error) bool { return err == syscall.EAGAIN || err == syscall.EWOULDBLOCK }
+
+// readErr is the error of a read that returned nothing: io.EOF if the
+// client closed its side.
+func readErr(err error) error {
+	if err == nil {
+		return io.EOF
+	}
+	return err
 }

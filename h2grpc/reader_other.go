@@ -9,5 +9,13 @@ import (
 )
 
 // newReader returns a buffered reader of nc. (On Unix, it holds no buffer
-// while the connection is idle: see reader.go.)
+// while the connection is idle, and handles frames inside its reads: see
+// reader.go.)
 func newReader(nc net.Conn) io.Reader { return bufio.NewReaderSize(nc, 4<<10) }
+
+// pooledReader is Unix's (see reader.go); newReader returns none here.
+type pooledReader struct{ frames frameHandler }
+
+func (p *pooledReader) Read([]byte) (int, error) { return 0, io.EOF }
+func (p *pooledReader) take(int) ([]byte, bool)  { return nil, false }
+func (p *pooledReader) atBoundary()              {}

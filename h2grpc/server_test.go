@@ -99,12 +99,20 @@ func (s *service) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServe
 // the server stops when the test ends.
 func start(t *testing.T, opts h2grpc.Options) (*h2grpc.Server, *service, string) {
 	t.Helper()
+	svc := &service{ended: make(chan error, 16)}
+	s, addr := serve(t, opts, svc)
+	return s, svc, addr
+}
+
+// serve serves svc on 127.0.0.1 with opts and returns its address; the
+// server stops when the test ends.
+func serve(t *testing.T, opts h2grpc.Options, svc testgrpc.TestServiceServer) (*h2grpc.Server, string) {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := h2grpc.NewServer(opts)
-	svc := &service{ended: make(chan error, 16)}
 	testgrpc.RegisterTestServiceServer(s, svc)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
@@ -114,7 +122,7 @@ func start(t *testing.T, opts h2grpc.Options) (*h2grpc.Server, *service, string)
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, svc, lis.Addr().String()
+	return s, lis.Addr().String()
 }
 
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) testgrpc.TestServiceClient {

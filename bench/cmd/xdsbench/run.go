@@ -527,10 +527,20 @@ func quiesce(ctx context.Context, f *fleet, pid int, window, limit time.Duration
 }
 
 // profile fetches a CPU profile of the server while changes run back to
-// back, and returns how many ran.
+// back, and returns how many ran. The load tool's own CPU profile over the
+// same changes goes next to it, with "xdsbench-" before its name.
 func profile(ctx context.Context, o options, rs *running, f *fleet, gen *int, path string) (int, error) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	self, err := os.Create(filepath.Join(filepath.Dir(path), "xdsbench-"+filepath.Base(path)))
+	if err != nil {
+		return 0, err
+	}
+	defer self.Close()
+	if err := pprof.StartCPUProfile(self); err != nil {
+		return 0, err
+	}
+	defer pprof.StopCPUProfile()
 	done := make(chan error, 1)
 	go func() { // owned by profile, which waits for it
 		done <- fetchTo(pctx, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", rs.pprofBase, o.pprofSeconds), path)

@@ -1,0 +1,54 @@
+package h2grpc
+
+import (
+	"encoding/binary"
+
+	"golang.org/x/net/http2"
+)
+
+// frameHandler handles the frames that are whole at the start of b, as far
+// as it can, inside the socket read (see pooledReader). It returns how many
+// bytes it used and whether it stopped only because the rest of b is not a
+// whole frame (true), rather than at a frame it leaves to the read loop
+// (false). An error fails the connection.
+type frameHandler func(b []byte) (used int, whole bool, err error)
+
+// handleWhole is the connection's frameHandler. It handles DATA and
+// WINDOW_UPDATE frames, which are nearly all a client sends once its
+// streams are open (a request, an ACK), exactly as readLoop would; any
+// other frame, or one of these that readLoop reports an error for before
+// reading its payload (too large, DATA on stream 0), it leaves to readLoop.
+func (c *conn) handleWhole(b []byte) (int, bool, error) {
+	used := 0
+	for len(b)-used >= frameHeaderLen {
+		h := b[used : used+frameHeaderLen]
+		fh := http2.FrameHeader{
+			Length:   uint32(h[0])<<16 | uint32(h[1])<<8 | uint32(h[2]),
+			Type:     http2.FrameType(h[3]),
+			Flags:    http2.Flags(h[4]),
+			StreamID: binary.BigEndian.Uint32(h[5:]) & (1<<31 - 1),
+		}
+		if fh.Length > maxFrameSize {
+			return used, false, nil
+		}
+		end := used + frameHeaderLen + int(fh.Length)
+		if end > len(b) {
+			return used, true, nil
+		}
+		payload := b[used+frameHeaderLen : end]
+		var err error
+		switch {
+		case fh.Type == http2.FrameData && fh.StreamID != 0:
+			err = c.onData(fh, payload)
+		case fh.Type == http2.FrameWindowUpdate && fh.Length == 4:
+			err = c.windowUpdate(fh, payload)
+		default:
+			return used, false, nil
+		}
+		used = end
+		if err = c.streamFailed(err); err != nil {
+			return used, false, err
+		}
+	}
+	return used, true, nil
+}

@@ -1,0 +1,171 @@
+package h2grpc_test
+
+import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// TestFramesSplitAnyhow writes a client's stream of frames (gRPC messages
+// cut into DATA frames anywhere, some padded, with WINDOW_UPDATE, PRIORITY
+// and SETTINGS frames between them) in writes of random sizes, from one
+// byte to more than the server's read buffer, so that the server's reads end
+// inside frame headers and payloads and also fill its buffer. Every request
+// must be handled once and in order, inline (those of an odd size, while
+// the handler waits) or through Recv (see inlineService), and the call must
+// end OK.
+func TestFramesSplitAnyhow(t *testing.T) {
+	svc := &inlineService{takes: func(n int) bool { return n%2 == 1 }, seen: make(chan struct{}, 1<<14)}
+	// Windows larger than everything sent: the client needs no credit.
+	_, addr := serve(t, h2grpc.Options{InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30}, svc)
+	var want []int
+	for seed := range uint64(8) {
+		rnd := rand.New(rand.NewPCG(seed, 1))
+		wire, sizes, ends := splitCall(t, rnd)
+		base := len(want)
+		want = append(want, sizes...)
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status := make(chan string, 1)
+		go func() { status <- readStatus(nc) }()
+		for off := 0; off < len(wire); {
+			n := min(len(wire)-off, 1+rnd.IntN(20_000))
+			if rnd.IntN(2) == 0 {
+				n = min(n, 1+rnd.IntN(12)) // a frame header, or less
+			}
+			if _, err := nc.Write(wire[off : off+n]); err != nil {
+				t.Fatal(err)
+			}
+			off += n
+			if rnd.IntN(2) == 0 {
+				// Now and then, let the handler catch up with what is
+				// complete, so that the next requests may go inline.
+				complete := 0
+				for complete < len(ends) && ends[complete] <= off {
+					complete++
+				}
+				svc.waitFor(t, base+complete)
+			}
+		}
+		select {
+		case st := <-status:
+			if st != "0" {
+				t.Fatalf("seed %d: grpc-status %q, want 0", seed, st)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("seed %d: no response: a frame the server read was left unhandled", seed)
+		}
+		nc.Close()
+	}
+	svc.checkHandled(t, want)
+}
+
+// splitCall returns the bytes a client sends for one StreamingInputCall of
+// random requests, their payload sizes, and for each request the length of
+// the bytes that complete it.
+func splitCall(t *testing.T, rnd *rand.Rand) (wire []byte, sizes []int, ends []int) {
+	var msgs []byte
+	var msgEnds []int
+	for range 300 {
+		size := 1
+		switch r := rnd.IntN(10); {
+		case r == 0:
+			size = rnd.IntN(40_000)
+		case r < 3:
+			size = 2 + rnd.IntN(100)
+		}
+		b, err := proto.Marshal(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, size)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, 0)
+		msgs = binary.BigEndian.AppendUint32(msgs, uint32(len(b)))
+		msgs = append(msgs, b...)
+		sizes = append(sizes, size)
+		msgEnds = append(msgEnds, len(msgs))
+	}
+	var w bytes.Buffer
+	w.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&w, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	for pos := 0; pos < len(msgs); {
+		n := min(len(msgs)-pos, 1+rnd.IntN(16<<10-300))
+		end := pos+n == len(msgs)
+		if rnd.IntN(4) == 0 {
+			fr.WriteDataPadded(1, end, msgs[pos:pos+n], make([]byte, rnd.IntN(256)))
+		} else {
+			fr.WriteData(1, end, msgs[pos:pos+n])
+		}
+		pos += n
+		for len(ends) < len(msgEnds) && msgEnds[len(ends)] <= pos {
+			ends = append(ends, w.Len())
+		}
+		switch rnd.IntN(12) {
+		case 0:
+			fr.WriteWindowUpdate(0, 1000)
+		case 1:
+			if !end {
+				fr.WriteWindowUpdate(1, 1000)
+			}
+		case 2:
+			fr.WritePriority(1, http2.PriorityParam{Weight: 15})
+		case 3:
+			fr.WriteSettings()
+		}
+	}
+	return w.Bytes(), sizes, ends
+}
+
+// waitFor waits until n requests have been handled.
+func (s *inlineService) waitFor(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for len(s.seenSoFar()) < n {
+		select {
+		case <-s.seen:
+		case <-deadline:
+			t.Fatalf("%d requests handled, want %d", len(s.seenSoFar()), n)
+		}
+	}
+}
+
+// readStatus reads the server's frames until the trailers of stream 1 and
+// returns their grpc-status ("" if the connection ended first).
+func readStatus(nc net.Conn) string {
+	fr := http2.NewFramer(io.Discard, nc)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return ""
+		}
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 1 && h.StreamEnded() {
+			for _, f := range h.Fields {
+				if f.Name == "grpc-status" {
+					return f.Value
+				}
+			}
+			return ""
+		}
+	}
+}
