@@ -16,15 +16,22 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
+// The clients' HTTP/2 and gRPC implementations.
+const (
+	clientGRPC = "grpc" // grpc-go's client: a reader and a writer goroutine per connection
+	clientH2   = "h2"   // h2Stream, on the client's own goroutine
+)
+
 // fleetConfig sizes a fleet of clients.
 type fleetConfig struct {
-	clients        int  // number of ADS streams
-	clusters       int  // clusters the server serves (each with one endpoint set)
-	delta          bool // incremental instead of state of the world
-	streamsPerConn int  // ADS streams multiplexed on one gRPC connection
-	readBuffer     int  // grpc.WithReadBufferSize, per connection
-	writeBuffer    int  // grpc.WithWriteBufferSize, per connection
-	window         int  // initial HTTP/2 stream window (connection: × streamsPerConn)
+	clients        int    // number of ADS streams
+	clusters       int    // clusters the server serves (each with one endpoint set)
+	delta          bool   // incremental instead of state of the world
+	client         string // clientGRPC or clientH2
+	streamsPerConn int    // ADS streams multiplexed on one gRPC connection (grpc only)
+	readBuffer     int    // grpc.WithReadBufferSize, per connection (grpc only)
+	writeBuffer    int    // grpc.WithWriteBufferSize, per connection (grpc only)
+	window         int    // initial HTTP/2 stream window (connection: × streamsPerConn)
 }
 
 // fleet is N Envoy-like ADS clients of one server, in this process. Each
@@ -33,8 +40,9 @@ type fleetConfig struct {
 // receive and tells, per round, when each client holds the new content.
 type fleet struct {
 	cfg   fleetConfig
-	conns []*grpc.ClientConn
-	bytes atomic.Int64 // bytes read from the server, all connections
+	addr  string
+	conns []*grpc.ClientConn // grpc clients' connections
+	bytes atomic.Int64       // bytes read from the server, all connections
 	cur   atomic.Pointer[round]
 	errc  chan error // the first stream failure
 
@@ -83,12 +91,15 @@ var hashSeed = maphash.MakeSeed()
 // The initial round is already in place when it returns: wait on it with
 // wait. Call stop when done, also after an error.
 func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
-	f := &fleet{cfg: cfg, errc: make(chan error, 1)}
+	f := &fleet{cfg: cfg, addr: addr, errc: make(chan error, 1)}
 	initial := newRound(cfg.clients, 0, nil, cfg.clusters)
 	f.cur.Store(initial)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	nconns := (cfg.clients + cfg.streamsPerConn - 1) / cfg.streamsPerConn
+	if cfg.client == clientH2 {
+		nconns = 0 // each client dials its own
+	}
 	dialer := &net.Dialer{}
 	for range nconns {
 		cc, err := grpc.NewClient("passthrough:///"+addr,
@@ -121,21 +132,62 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 			clas:     make([]uint64, cfg.clusters),
 			markers:  make([]int32, cfg.clusters),
 		}
-		ads := discovery.NewAggregatedDiscoveryServiceClient(f.conns[i/cfg.streamsPerConn])
 		f.wg.Go(func() {
-			var err error
-			if cfg.delta {
-				err = c.runDelta(ctx, ads)
-			} else {
-				err = c.runSotW(ctx, ads)
-			}
-			if err != nil && ctx.Err() == nil {
+			if err := c.run(ctx); err != nil && ctx.Err() == nil {
 				f.fail(fmt.Errorf("client %d: %w", i, err))
 			}
 		})
 	}
 	return f, initial, nil
 }
+
+// run opens the client's ADS stream and runs it until ctx is done or the
+// stream fails.
+func (c *client) run(ctx context.Context) error {
+	cfg := c.f.cfg
+	if cfg.client == clientH2 {
+		if cfg.delta {
+			st, err := dialH2[*discovery.DeltaDiscoveryRequest](ctx, c.f.addr, deltaPath, cfg.window, &c.f.bytes, newDeltaResponse)
+			if err != nil {
+				return err
+			}
+			defer st.Close()
+			return c.runDelta(st)
+		}
+		st, err := dialH2[*discovery.DiscoveryRequest](ctx, c.f.addr, sotwPath, cfg.window, &c.f.bytes, newSotWResponse)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		return c.runSotW(st)
+	}
+	ads := discovery.NewAggregatedDiscoveryServiceClient(c.f.conns[c.id/cfg.streamsPerConn])
+	if cfg.delta {
+		st, err := ads.DeltaAggregatedResources(ctx)
+		if err != nil {
+			return err
+		}
+		return c.runDelta(st)
+	}
+	st, err := ads.StreamAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	return c.runSotW(st)
+}
+
+// sotwStream and deltaStream are an ADS stream of either client: grpc-go's
+// generated streams and h2Stream.
+type (
+	sotwStream interface {
+		Send(*discovery.DiscoveryRequest) error
+		Recv() (*discovery.DiscoveryResponse, error)
+	}
+	deltaStream interface {
+		Send(*discovery.DeltaDiscoveryRequest) error
+		Recv() (*discovery.DeltaDiscoveryResponse, error)
+	}
+)
 
 // stop ends every stream, waits for the clients and closes the connections.
 func (f *fleet) stop() {
@@ -297,11 +349,7 @@ func (c *client) edsNames(buf []string) []string {
 // request; on each CDS response, an EDS request naming every cluster if the
 // set changed, then the CDS ACK; every EDS response ACKed with its version
 // and nonce and the same names.
-func (c *client) runSotW(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient) error {
-	st, err := ads.StreamAggregatedResources(ctx)
-	if err != nil {
-		return err
-	}
+func (c *client) runSotW(st sotwStream) error {
 	if err := st.Send(&discovery.DiscoveryRequest{Node: c.node, TypeUrl: clusterTypeURL}); err != nil {
 		return err
 	}
@@ -392,11 +440,7 @@ func resourceName(a *anypb.Any) (string, error) {
 // subscription; on each CDS response, an EDS subscription to the clusters
 // that are new (and an unsubscription of those removed), then the CDS ACK
 // with the response's nonce; every EDS response ACKed with its nonce.
-func (c *client) runDelta(ctx context.Context, ads discovery.AggregatedDiscoveryServiceClient) error {
-	st, err := ads.DeltaAggregatedResources(ctx)
-	if err != nil {
-		return err
-	}
+func (c *client) runDelta(st deltaStream) error {
 	if err := st.Send(&discovery.DeltaDiscoveryRequest{Node: c.node, TypeUrl: clusterTypeURL}); err != nil {
 		return err
 	}

@@ -104,8 +104,8 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 	if len(servers) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s: %d clients × %d clusters × %d endpoints, %d endpoint set(s) changed per round, %d rounds, %d stream(s) per connection\n",
-		mode, o.clients, o.clusters, o.endpoints, o.changes, o.rounds, o.streamsPerConn)
+	fmt.Fprintf(w, "\n%s: %d clients × %d clusters × %d endpoints, %d endpoint set(s) changed per round, %d rounds, %d stream(s) per connection, %s clients\n",
+		mode, o.clients, o.clusters, o.endpoints, o.changes, o.rounds, o.streamsPerConn, o.client)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"", ""}
 	for _, s := range servers {

@@ -29,6 +29,7 @@ type options struct {
 	endpoints      int
 	changes        int // K: endpoint sets changed per round
 	rounds         int
+	client         string // "grpc" or "h2": see fleetConfig
 	streamsPerConn int
 	readBuffer     int
 	writeBuffer    int
@@ -58,6 +59,7 @@ func defaultOptions() options {
 		endpoints:      4,
 		changes:        1,
 		rounds:         5,
+		client:         clientGRPC,
 		streamsPerConn: 1,
 		readBuffer:     16 << 10,
 		writeBuffer:    8 << 10,
@@ -96,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.endpoints, "endpoints", o.endpoints, "endpoints per endpoint set")
 	fs.IntVar(&o.changes, "changes", o.changes, "endpoint sets changed per round (K); the others stay byte-identical")
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "measured rounds (changes) per server")
+	fs.StringVar(&o.client, "client", o.client, "the clients' HTTP/2 and gRPC: grpc (grpc-go's client) or h2 (a minimal one on each client's goroutine,\nwhich takes less of the CPU shared with the server; one stream per connection)")
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
@@ -163,6 +166,10 @@ func (o *options) check() error {
 		return errors.New("no server or no mode")
 	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1:
 		return errors.New("-clients, -clusters, -endpoints and -streams-per-conn must be at least 1, -rounds at least 0")
+	case o.client != clientGRPC && o.client != clientH2:
+		return fmt.Errorf("-client: %q is not %s or %s", o.client, clientGRPC, clientH2)
+	case o.client == clientH2 && o.streamsPerConn != 1:
+		return errors.New("-client h2 opens one stream per connection: -streams-per-conn must be 1")
 	case o.changes < 1 || o.changes > o.clusters:
 		return fmt.Errorf("-changes must be between 1 and -clusters (%d)", o.clusters)
 	case o.endpoints > 250:
@@ -275,6 +282,7 @@ type result struct {
 	Server, Mode                    string
 	Clients, Clusters, Endpoints, K int
 	StreamsPerConn                  int
+	Client                          string
 	Err                             string  `json:",omitempty"`
 	InitialSync                     float64 // seconds until every client held everything
 	InitialCPU                      float64 // server CPU seconds for the initial sync
@@ -304,7 +312,7 @@ type roundResult struct {
 // runServer runs one mode against one server.
 func runServer(ctx context.Context, o options, e env, name, mode string) (res *result) {
 	res = &result{Server: name, Mode: mode, Clients: o.clients, Clusters: o.clusters, Endpoints: o.endpoints,
-		K: o.changes, StreamsPerConn: o.streamsPerConn}
+		K: o.changes, StreamsPerConn: o.streamsPerConn, Client: o.client}
 	logf := e.log
 	fail := func(err error) *result {
 		res.Err = err.Error()
@@ -341,7 +349,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	}
 	start := time.Now()
 	f, initial, err := startFleet(rs.xdsAddr, fleetConfig{
-		clients: o.clients, clusters: o.clusters, delta: mode == "delta",
+		clients: o.clients, clusters: o.clusters, delta: mode == "delta", client: o.client,
 		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
 	})
 	if err != nil {

@@ -22,14 +22,21 @@ func TestMain(m *testing.M) {
 
 // TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
 // this repository), go-control-plane's LinearCache and the floor server, in
-// both modes, and checks that every client got the initial state and every
-// change.
+// both modes, with either client, and checks that every client got the
+// initial state and every change.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds xdsd and starts servers")
 	}
 	defer goleak.VerifyNone(t)
+	for _, client := range []string{clientGRPC, clientH2} {
+		t.Run(client, func(t *testing.T) { endToEnd(t, client) })
+	}
+}
+
+func endToEnd(t *testing.T, client string) {
 	o := defaultOptions()
+	o.client = client
 	o.servers = []string{srvXDSDDir, srvGCPLinear, srvFloor}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
