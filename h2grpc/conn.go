@@ -49,6 +49,7 @@ type conn struct {
 	// Read side, serve's only.
 	recvWin     int32 // what the client may still send on the connection
 	recvUnacked int32 // received and not yet credited back
+	headerOpen  bool  // a header block is open: only CONTINUATION may follow
 	handlers    sync.WaitGroup
 	lastPing    time.Time // see checkPing
 	pingStrikes int
@@ -173,7 +174,14 @@ func (c *conn) readLoop() error {
 			err = c.readWindowUpdate(fh)
 		default:
 			var f http2.Frame
-			if f, err = c.fr.ReadFrameForHeader(fh); err == nil {
+			f, err = c.fr.ReadFrameForHeader(fh)
+			// A header block the framer did not read whole (a HEADERS frame
+			// refused as a stream error before its CONTINUATION frames)
+			// stays open: the next frame must continue it.
+			_, whole := f.(*http2.MetaHeadersFrame)
+			c.headerOpen = (fh.Type == http2.FrameHeaders || fh.Type == http2.FrameContinuation) &&
+				!fh.Flags.Has(http2.FlagHeadersEndHeaders) && !whole
+			if err == nil {
 				err = c.handle(f)
 			}
 		}

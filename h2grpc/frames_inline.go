@@ -17,8 +17,12 @@ type frameHandler func(b []byte) (used int, whole bool, err error)
 // WINDOW_UPDATE frames, which are nearly all a client sends once its
 // streams are open (a request, an ACK), exactly as readLoop would; any
 // other frame, or one of these that readLoop reports an error for before
-// reading its payload (too large, DATA on stream 0), it leaves to readLoop.
+// reading its payload (too large, DATA on stream 0, any frame while a header
+// block is open), it leaves to readLoop.
 func (c *conn) handleWhole(b []byte) (int, bool, error) {
+	if c.headerOpen {
+		return 0, false, nil // only CONTINUATION may come: the framer checks it
+	}
 	used := 0
 	for len(b)-used >= frameHeaderLen {
 		h := b[used : used+frameHeaderLen]
@@ -35,7 +39,7 @@ func (c *conn) handleWhole(b []byte) (int, bool, error) {
 		if end > len(b) {
 			return used, true, nil
 		}
-		payload := b[used+frameHeaderLen : end]
+		payload := b[used+frameHeaderLen : end : end]
 		var err error
 		switch {
 		case fh.Type == http2.FrameData && fh.StreamID != 0:

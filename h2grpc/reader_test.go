@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,6 +167,120 @@ func readStatus(nc net.Conn) string {
 				}
 			}
 			return ""
+		}
+	}
+}
+
+// openCall opens a connection to addr and starts a StreamingInputCall on
+// stream 1 with raw frames; it returns the connection and a framer that
+// reads the server's frames.
+func openCall(t *testing.T, addr string) (*net.TCPConn, *http2.Framer) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc := c.(*net.TCPConn)
+	t.Cleanup(func() { nc.Close() })
+	var w bytes.Buffer
+	w.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(&w, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	if _, err := nc.Write(w.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	rfr := http2.NewFramer(io.Discard, nc)
+	rfr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	return nc, rfr
+}
+
+// TestEOFWithData: a client's last DATA frame and its FIN may come in one
+// segment, and so in one readiness event of the socket; the server must
+// still see the end of the connection and close its side.
+func TestEOFWithData(t *testing.T) {
+	b, err := proto.Marshal(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w bytes.Buffer
+	http2.NewFramer(&w, nil).WriteData(1, false, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...))
+	for _, cork := range []bool{true, false} {
+		for i := range 10 {
+			svc := &inlineService{seen: make(chan struct{}, 16)}
+			s, addr := serve(t, h2grpc.Options{}, svc)
+			nc, _ := openCall(t, addr)
+			// A first request, handled: the server waits for the socket.
+			if _, err := nc.Write(w.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			svc.waitFor(t, 1)
+			if cork { // the DATA frame and the FIN in one segment
+				raw, err := nc.SyscallConn()
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1) })
+			}
+			if _, err := nc.Write(w.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			nc.CloseWrite()
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.Copy(io.Discard, nc); err != nil {
+				t.Fatalf("cork %v, connection %d: the server did not close its side after the client's: %v", cork, i, err)
+			}
+			nc.Close()
+			s.Stop()
+		}
+	}
+}
+
+// TestHeaderBlockLeftOpen: a HEADERS frame refused as a stream error before
+// its CONTINUATION frames leaves its header block open; a WINDOW_UPDATE
+// that comes next, in a read of its own, is a connection error, as the
+// framer says, not a frame handled on the fast path.
+func TestHeaderBlockLeftOpen(t *testing.T) {
+	svc := &inlineService{seen: make(chan struct{}, 1024)}
+	_, addr := serve(t, h2grpc.Options{}, svc)
+	nc, rfr := openCall(t, addr)
+	var w bytes.Buffer
+	fr := http2.NewFramer(&w, nil)
+	fr.AllowIllegalWrites = true
+	fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded, 3, []byte{200, 1, 2}) // padding longer than the frame
+	if _, err := nc.Write(w.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for reset := false; !reset; {
+		f, err := rfr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no RST_STREAM for the bad HEADERS: %v", err)
+		}
+		rst, ok := f.(*http2.RSTStreamFrame)
+		reset = ok && rst.StreamID == 3
+	}
+	w.Reset()
+	fr.WriteWindowUpdate(0, 1000)
+	if _, err := nc.Write(w.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		f, err := rfr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no GOAWAY after a WINDOW_UPDATE inside a header block: %v", err)
+		}
+		if g, ok := f.(*http2.GoAwayFrame); ok {
+			if g.ErrCode != http2.ErrCodeProtocol {
+				t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+			}
+			return
 		}
 	}
 }
