@@ -99,16 +99,7 @@ func splitCall(t *testing.T, rnd *rand.Rand) (wire []byte, sizes []int, ends []i
 		msgEnds = append(msgEnds, len(msgs))
 	}
 	var w bytes.Buffer
-	w.WriteString(http2.ClientPreface)
-	fr := http2.NewFramer(&w, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
-		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	fr := startCall(&w)
 	for pos := 0; pos < len(msgs); {
 		n := min(len(msgs)-pos, 1+rnd.IntN(16<<10-300))
 		end := pos+n == len(msgs)
@@ -171,6 +162,22 @@ func readStatus(nc net.Conn) string {
 	}
 }
 
+// startCall writes to w what a client sends to start a StreamingInputCall
+// on stream 1 of a new connection, and returns a framer that writes to w.
+func startCall(w *bytes.Buffer) *http2.Framer {
+	w.WriteString(http2.ClientPreface)
+	fr := http2.NewFramer(w, nil)
+	fr.WriteSettings()
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	return fr
+}
+
 // openCall opens a connection to addr and starts a StreamingInputCall on
 // stream 1 with raw frames; it returns the connection and a framer that
 // reads the server's frames.
@@ -183,16 +190,7 @@ func openCall(t *testing.T, addr string) (*net.TCPConn, *http2.Framer) {
 	nc := c.(*net.TCPConn)
 	t.Cleanup(func() { nc.Close() })
 	var w bytes.Buffer
-	w.WriteString(http2.ClientPreface)
-	fr := http2.NewFramer(&w, nil)
-	fr.WriteSettings()
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
-		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
+	startCall(&w)
 	if _, err := nc.Write(w.Bytes()); err != nil {
 		t.Fatal(err)
 	}
