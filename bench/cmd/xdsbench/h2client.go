@@ -164,6 +164,9 @@ func (s *h2Stream[Req, Resp]) Recv() (Resp, error) {
 				m := s.newMsg()
 				err := proto.Unmarshal(s.msg[5:size], m)
 				s.msg = append(s.msg[:0], s.msg[size:]...)
+				if len(s.msg) == 0 && cap(s.msg) > 64<<10 {
+					s.msg = nil // an initial state's buffer is not kept by an idle client
+				}
 				if err != nil {
 					return zero, err
 				}
