@@ -163,7 +163,7 @@ func (c *conn) readLoop() error {
 				return http2.ConnectionError(http2.ErrCodeProtocol)
 			}
 			first = false
-			if c.pr != nil { // from the next frame on
+			if c.pr != nil && !c.srv.pullOnly { // from the next frame on
 				c.pr.frames = c.handleWhole
 			}
 		}

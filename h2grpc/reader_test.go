@@ -3,15 +3,18 @@ package h2grpc_test
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
+	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/proto"
 
@@ -181,7 +184,7 @@ func startCall(w *bytes.Buffer) *http2.Framer {
 // openCall opens a connection to addr and starts a StreamingInputCall on
 // stream 1 with raw frames; it returns the connection and a framer that
 // reads the server's frames.
-func openCall(t *testing.T, addr string) (*net.TCPConn, *http2.Framer) {
+func openCall(t testing.TB, addr string) (*net.TCPConn, *http2.Framer) {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -281,4 +284,141 @@ func TestHeaderBlockLeftOpen(t *testing.T) {
 			return
 		}
 	}
+}
+
+// sinkService's StreamingInputCall takes the requests of an odd size
+// inline and receives the others, keeping none.
+type sinkService struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (sinkService) StreamingInputCall(stream testgrpc.TestService_StreamingInputCallServer) error {
+	g := stream.(*grpc.GenericServerStream[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse])
+	g.ServerStream.(h2grpc.InlineReceiver).SetInline(func(msg []byte) bool {
+		var req testgrpc.StreamingInputCallRequest
+		return len(msg)%2 == 1 && proto.Unmarshal(msg, &req) == nil // as Recv would
+	})
+	for {
+		if _, err := stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return stream.SendAndClose(&testgrpc.StreamingInputCallResponse{})
+			}
+			return err
+		}
+	}
+}
+
+// callOutcome is how a connection that sent some frames ended: the GOAWAY
+// error code, if the server sent one.
+type callOutcome struct {
+	goAway bool
+	code   http2.ErrCode
+}
+
+// sendFrames starts a call on addr, writes frames after it in chunks
+// chosen by seed, ends the client's side, and returns how the connection
+// ended. The server must close it.
+func sendFrames(t *testing.T, addr string, frames []byte, seed uint64) callOutcome {
+	nc, rfr := openCall(t, addr)
+	type result struct {
+		o   callOutcome
+		err error
+	}
+	got := make(chan result, 1)
+	go func() { // ends when nc does, or at its deadline
+		var o callOutcome
+		for {
+			f, err := rfr.ReadFrame()
+			if err != nil {
+				got <- result{o, err}
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok && !o.goAway {
+				o.goAway, o.code = true, g.ErrCode
+			}
+		}
+	}()
+	rnd := rand.New(rand.NewPCG(seed, 2))
+	for off := 0; off < len(frames); {
+		n := min(len(frames)-off, 1+rnd.IntN(64))
+		if _, err := nc.Write(frames[off : off+n]); err != nil {
+			break // the server closed the connection
+		}
+		off += n
+	}
+	nc.CloseWrite()
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	r := <-got
+	if ne, ok := r.err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the server did not close the connection: %+v so far", r.o)
+	}
+	return r.o
+}
+
+// FuzzFramesBothPaths sends the same frames after a call's start, cut the
+// same way, to a server that handles DATA and WINDOW_UPDATE frames inside
+// its socket reads and to one that reads every frame in its read loop: both
+// must close the connection, with the same GOAWAY code or none. (What the
+// call's handler saw is left out: when a connection fails, how far its
+// handler got depends on timing.)
+func FuzzFramesBothPaths(f *testing.F) {
+	opts := h2grpc.Options{InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30} // no flow-control races
+	_, inside := serve(f, opts, sinkService{})
+	pull := h2grpc.NewServer(opts)
+	h2grpc.PullOnly(pull)
+	loopOnly := serveOn(f, pull, sinkService{})
+	for i, frames := range seedFrames(f) {
+		f.Add(frames, uint64(i))
+	}
+	f.Fuzz(func(t *testing.T, frames []byte, seed uint64) {
+		a, b := sendFrames(t, inside, frames, seed), sendFrames(t, loopOnly, frames, seed)
+		if a != b {
+			t.Fatalf("handled inside reads: %+v; in the read loop only: %+v", a, b)
+		}
+	})
+}
+
+// seedFrames returns frame sequences to start FuzzFramesBothPaths from:
+// well formed ones, and ones with each error the fast path may meet.
+func seedFrames(t testing.TB) [][]byte {
+	msg, err := proto.Marshal(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte{1, 2, 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	grpcMsg := append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(msg))), msg...)
+	var out [][]byte
+	for _, write := range []func(fr *http2.Framer){
+		func(fr *http2.Framer) { // requests, credit, the end
+			fr.WriteData(1, false, append(append(slices.Clone(grpcMsg), grpcMsg...), grpcMsg[:4]...))
+			fr.WriteWindowUpdate(0, 100)
+			fr.WriteDataPadded(1, false, grpcMsg[4:], make([]byte, 7))
+			fr.WriteWindowUpdate(1, 100)
+			fr.WriteData(1, true, grpcMsg)
+		},
+		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FrameData, http2.FlagDataPadded, 1, []byte{9, 1, 2}) },
+		func(fr *http2.Framer) { fr.WriteWindowUpdate(0, 0) },
+		func(fr *http2.Framer) { fr.WriteWindowUpdate(1, 0); fr.WriteData(1, true, grpcMsg) },
+		func(fr *http2.Framer) { fr.WriteWindowUpdate(0, 1<<31-1) },
+		func(fr *http2.Framer) { fr.WriteData(3, false, grpcMsg) },
+		func(fr *http2.Framer) { fr.WriteData(0, false, grpcMsg) },
+		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FrameWindowUpdate, 0, 0, []byte{0, 0, 1}) },
+		func(fr *http2.Framer) { fr.WriteData(1, false, append([]byte{1}, grpcMsg[1:]...)) }, // compressed
+		func(fr *http2.Framer) {
+			fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded, 3, []byte{200, 1, 2})
+			fr.WriteWindowUpdate(0, 1000)
+		},
+		func(fr *http2.Framer) { fr.WriteRSTStream(1, http2.ErrCodeCancel); fr.WriteData(1, false, grpcMsg) },
+		func(fr *http2.Framer) {
+			fr.WritePing(false, [8]byte{})
+			fr.WriteSettings()
+			fr.WriteData(1, true, grpcMsg)
+		},
+	} {
+		var w bytes.Buffer
+		fr := http2.NewFramer(&w, nil)
+		fr.AllowIllegalWrites = true
+		write(fr)
+		out = append(out, w.Bytes())
+	}
+	return out
 }

@@ -137,6 +137,9 @@ type method struct {
 type Server struct {
 	opts    Options
 	methods map[string]*method // by path, "/package.Service/Method"
+	// pullOnly turns off the handling of frames inside socket reads (see
+	// pooledReader): tests compare the two paths. Set before Serve.
+	pullOnly bool
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

@@ -106,13 +106,20 @@ func start(t *testing.T, opts h2grpc.Options) (*h2grpc.Server, *service, string)
 
 // serve serves svc on 127.0.0.1 with opts and returns its address; the
 // server stops when the test ends.
-func serve(t *testing.T, opts h2grpc.Options, svc testgrpc.TestServiceServer) (*h2grpc.Server, string) {
+func serve(t testing.TB, opts h2grpc.Options, svc testgrpc.TestServiceServer) (*h2grpc.Server, string) {
+	t.Helper()
+	s := h2grpc.NewServer(opts)
+	return s, serveOn(t, s, svc)
+}
+
+// serveOn serves svc with s on 127.0.0.1 and returns its address; s stops
+// when the test ends.
+func serveOn(t testing.TB, s *h2grpc.Server, svc testgrpc.TestServiceServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := h2grpc.NewServer(opts)
 	testgrpc.RegisterTestServiceServer(s, svc)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(lis) }()
@@ -122,7 +129,7 @@ func serve(t *testing.T, opts h2grpc.Options, svc testgrpc.TestServiceServer) (*
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return s, lis.Addr().String()
+	return lis.Addr().String()
 }
 
 func dial(t *testing.T, addr string, opts ...grpc.DialOption) testgrpc.TestServiceClient {
