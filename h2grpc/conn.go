@@ -194,6 +194,9 @@ func (c *conn) readLoop() error {
 // streamFailed resets the stream of a stream error and reports nil; any
 // other error fails the connection.
 func (c *conn) streamFailed(err error) error {
+	if err == nil {
+		return nil // and errors.As's target is not allocated
+	}
 	var se http2.StreamError
 	if errors.As(err, &se) {
 		c.resetStream(se.StreamID, se.Code)

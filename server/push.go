@@ -41,7 +41,8 @@ func (st *stream) push() error {
 		return nil
 	}
 	st.held = false
-	var slots []slot
+	var buf [16]slot // one per type: no allocation per push
+	slots := buf[:0]
 	upserts, removals := 0, 0
 	for _, t := range st.order() {
 		ts := st.types.get(t)
