@@ -49,7 +49,8 @@ type h2Stream[Req, Resp proto.Message] struct {
 
 	msg     []byte // the message being received, prefix included
 	out     []byte // frames to write
-	pending []byte // encoded requests (prefixes included) waiting for window
+	pending []byte // encoded requests (prefixes included); pending[sent:] waits for window
+	sent    int
 }
 
 // dialH2 opens a connection to addr, counting the bytes read in n, and
@@ -69,7 +70,9 @@ func dialH2[Req, Resp proto.Message](ctx context.Context, addr, path string, win
 	s.fr.SetReuseFrames()
 	s.stop = context.AfterFunc(ctx, func() { nc.Close() })
 	s.out = append(s.out, http2.ClientPreface...)
-	s.frame(http2.FrameSettings, 0, 0, binary.BigEndian.AppendUint32([]byte{0, byte(http2.SettingInitialWindowSize)}, uint32(window)))
+	settings := binary.BigEndian.AppendUint32([]byte{0, byte(http2.SettingEnablePush)}, 0)
+	settings = binary.BigEndian.AppendUint32(append(settings, 0, byte(http2.SettingInitialWindowSize)), uint32(window))
+	s.frame(http2.FrameSettings, 0, 0, settings)
 	if inc := window - 65535; inc > 0 {
 		s.frame(http2.FrameWindowUpdate, 0, 0, binary.BigEndian.AppendUint32(nil, uint32(inc)))
 	}
@@ -84,7 +87,9 @@ func dialH2[Req, Resp proto.Message](ctx context.Context, addr, path string, win
 var headerBlocks sync.Map // addr + path → HPACK block, the same on every connection
 
 // requestHeaders returns the HPACK block of a gRPC call of path on addr,
-// as the first header block of a connection.
+// as the first header block of a connection: encoded against an empty
+// dynamic table, it is valid on every new connection, and no other header
+// block may follow it on one (the client opens one stream).
 func requestHeaders(addr, path string) []byte {
 	if b, ok := headerBlocks.Load(addr + path); ok {
 		return b.([]byte)
@@ -125,29 +130,29 @@ func (s *h2Stream[Req, Resp]) flush() error {
 // Send sends req, or queues it behind what waits for the server's window.
 func (s *h2Stream[Req, Resp]) Send(req Req) error {
 	at := len(s.pending)
-	s.pending = append(s.pending, 0, 0, 0, 0, 0)
-	var err error
-	if s.pending, err = (proto.MarshalOptions{}).MarshalAppend(s.pending, req); err != nil {
-		return err
+	b, err := (proto.MarshalOptions{}).MarshalAppend(append(s.pending, 0, 0, 0, 0, 0), req)
+	if err != nil {
+		return err // nothing queued
 	}
+	s.pending = b
 	binary.BigEndian.PutUint32(s.pending[at+1:], uint32(len(s.pending)-at-5))
 	return s.sendPending()
 }
 
 // sendPending writes as much of pending as the windows allow.
 func (s *h2Stream[Req, Resp]) sendPending() error {
-	for len(s.pending) > 0 {
-		n := int(min(int64(len(s.pending)), int64(s.maxFrame), s.sendWin, s.csendWin))
+	for s.sent < len(s.pending) {
+		n := int(min(int64(len(s.pending)-s.sent), int64(s.maxFrame), s.sendWin, s.csendWin))
 		if n <= 0 {
 			break
 		}
-		s.frame(http2.FrameData, 0, 1, s.pending[:n])
-		s.pending = s.pending[n:]
+		s.frame(http2.FrameData, 0, 1, s.pending[s.sent:s.sent+n])
+		s.sent += n
 		s.sendWin -= int64(n)
 		s.csendWin -= int64(n)
 	}
-	if len(s.pending) == 0 {
-		s.pending = s.pending[:0:cap(s.pending)]
+	if s.sent == len(s.pending) {
+		s.pending, s.sent = s.pending[:0], 0
 	}
 	return s.flush()
 }
@@ -229,9 +234,10 @@ func (s *h2Stream[Req, Resp]) readFrame() error {
 		s.frame(http2.FrameSettings, http2.FlagSettingsAck, 0, nil)
 		return s.sendPending()
 	case *http2.WindowUpdateFrame:
-		if f.StreamID == 0 {
+		switch f.StreamID {
+		case 0:
 			s.csendWin += int64(f.Increment)
-		} else {
+		case 1:
 			s.sendWin += int64(f.Increment)
 		}
 		return s.sendPending()

@@ -90,6 +90,16 @@ func TestH2StreamFlowControl(t *testing.T) {
 	if read.Load() < 6*150_000 {
 		t.Errorf("%d bytes counted, want at least %d", read.Load(), 6*150_000)
 	}
+	// A request that does not encode is not sent, and queues nothing.
+	if err := st.Send(&discovery.DiscoveryRequest{TypeUrl: "\xff"}); err == nil {
+		t.Fatal("Send of a request with invalid UTF-8: no error")
+	}
+	if err := st.Send(&discovery.DiscoveryRequest{ResourceNames: names(2)}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := st.Recv(); err != nil || resp.GetVersionInfo() != "2" {
+		t.Fatalf("after a failed Send: response version %q, %v; want the next request's, 2", resp.GetVersionInfo(), err)
+	}
 	// The server's error reaches Recv.
 	if err := st.Send(&discovery.DiscoveryRequest{ResourceNames: []string{"fail"}}); err != nil {
 		t.Fatal(err)

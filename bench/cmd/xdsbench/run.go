@@ -166,6 +166,8 @@ func (o *options) check() error {
 		return errors.New("no server or no mode")
 	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1:
 		return errors.New("-clients, -clusters, -endpoints and -streams-per-conn must be at least 1, -rounds at least 0")
+	case o.window < 65535 || o.window > 1<<31-1:
+		return errors.New("-window must be between 65535 and 2147483647")
 	case o.client != clientGRPC && o.client != clientH2:
 		return fmt.Errorf("-client: %q is not %s or %s", o.client, clientGRPC, clientH2)
 	case o.client == clientH2 && o.streamsPerConn != 1:
