@@ -32,7 +32,10 @@ const (
 // response and its ACK cost one goroutine wake-up instead of three: the
 // load tool takes less of the CPU it shares with the server under test. It
 // is a real HTTP/2 client of one stream (stream 1), as an Envoy's
-// connection to its management server is; it does not compress.
+// connection to its management server is; it does not compress. It does not
+// read while it writes: with windows larger than the sockets' buffers, a
+// large request and a large response could wait for each other, which
+// the windows the load tool allows (-window, default 64 KiB) keep far off.
 type h2Stream[Req, Resp proto.Message] struct {
 	nc     net.Conn
 	fr     *http2.Framer // reads nc through a buffer
