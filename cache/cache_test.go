@@ -2,11 +2,13 @@ package cache_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"go.uber.org/goleak"
 
 	"github.com/xdsd/xdsd/cache"
@@ -104,5 +106,68 @@ func TestWatcherBoundsPendingPublications(t *testing.T) {
 	}
 	if _, pending, _ := w.Take(); !pending.All || pending.Changes != nil {
 		t.Fatalf("a watcher that does not look kept %d change sets", len(pending.Changes))
+	}
+}
+
+// TestDiffMatchesLookups compares Diff, which walks both snapshots in name
+// order, with the rule spelled out by lookups, on random pairs of snapshots
+// of virtual hosts (which have aliases) that share some resources, change
+// some, and add and drop others.
+func TestDiffMatchesLookups(t *testing.T) {
+	vhds := resource.Lookup(resource.VirtualHostType)
+	vhost := func(i, gen int) *resource.Resource {
+		return resource.MustNew(&routev3.VirtualHost{Name: fmt.Sprintf("rc/vh%02d", i),
+			Domains: []string{fmt.Sprintf("d%d-%d.example", i, gen)}})
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 200 {
+		var before, after []*resource.Resource
+		for i := range 30 {
+			r := vhost(i, 0)
+			switch rnd.IntN(5) {
+			case 0: // only before
+				before = append(before, r)
+			case 1: // only after
+				after = append(after, r)
+			case 2: // in both, shared
+				before, after = append(before, r), append(after, r)
+			case 3: // in both, equal content but not shared
+				before, after = append(before, r), append(after, vhost(i, 0))
+			default: // changed: another domain, so other aliases
+				before, after = append(before, r), append(after, vhost(i, 1+rnd.IntN(6)))
+			}
+		}
+		old, next := cache.MustSnapshot(before...), cache.MustSnapshot(after...)
+		want := map[string]bool{}
+		for _, r := range after {
+			if o := old.Get(vhds, r.Name); o == nil || o.Version != r.Version {
+				want[r.Name] = true
+				for _, a := range r.Aliases {
+					want[a] = true
+				}
+				if o != nil {
+					for _, a := range o.Aliases {
+						want[a] = true
+					}
+				}
+			}
+		}
+		for _, o := range before {
+			if next.Get(vhds, o.Name) == nil {
+				want[o.Name] = true
+				for _, a := range o.Aliases {
+					want[a] = true
+				}
+			}
+		}
+		got := next.Diff(old)[vhds]
+		if !slices.IsSorted(got) || len(slices.Compact(slices.Clone(got))) != len(got) || len(got) != len(want) {
+			t.Fatalf("diff %v, want the keys %v, sorted, once each", got, want)
+		}
+		for _, k := range got {
+			if !want[k] {
+				t.Fatalf("diff %v, want the keys %v", got, want)
+			}
+		}
 	}
 }

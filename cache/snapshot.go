@@ -29,12 +29,15 @@ type typeSet struct {
 // are an error, as is an alias that names two resources.
 func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 	s := &Snapshot{types: make(map[*resource.Type]*typeSet)}
+	counts := make(map[*resource.Type]int) // to size each type's map and list once
+	for _, r := range rs {
+		counts[r.Type]++
+	}
+	for t, n := range counts {
+		s.types[t] = &typeSet{byName: make(map[string]*resource.Resource, n), sorted: make([]*resource.Resource, 0, n)}
+	}
 	for _, r := range rs {
 		ts := s.types[r.Type]
-		if ts == nil {
-			ts = &typeSet{byName: make(map[string]*resource.Resource)}
-			s.types[r.Type] = ts
-		}
 		if _, dup := ts.byName[r.Name]; dup {
 			return nil, fmt.Errorf("%s %q: duplicate resource name", r.Type.Short, r.Name)
 		}
@@ -139,24 +142,32 @@ func (s *Snapshot) Memo(key any, build func() any) any {
 // key once.
 type Changes map[*resource.Type][]string
 
-// Diff returns what changed from old to s. A nil old is empty.
+// Diff returns what changed from old to s. A nil old is empty. It walks
+// both snapshots' sorted lists side by side: a resource that the two share
+// (the configuration directory keeps what did not change) costs a pointer
+// comparison, not a lookup.
 func (s *Snapshot) Diff(old *Snapshot) Changes {
 	ch := Changes{}
 	for _, t := range resource.Types() {
 		var keys []string
-		s.Each(t, func(r *resource.Resource) {
-			if o := old.Get(t, r.Name); o == nil || o.Version != r.Version {
-				keys = appendKeys(keys, r)
-				if o != nil {
-					keys = appendAliases(keys, o)
+		cur, prev := s.Resources(t), old.Resources(t)
+		for len(cur) > 0 || len(prev) > 0 {
+			switch {
+			case len(cur) > 0 && len(prev) > 0 && cur[0] == prev[0]:
+				cur, prev = cur[1:], prev[1:]
+			case len(prev) == 0 || len(cur) > 0 && cur[0].Name < prev[0].Name: // new
+				keys = appendKeys(keys, cur[0])
+				cur = cur[1:]
+			case len(cur) == 0 || prev[0].Name < cur[0].Name: // gone
+				keys = appendKeys(keys, prev[0])
+				prev = prev[1:]
+			default: // in both
+				if r, o := cur[0], prev[0]; r.Version != o.Version {
+					keys = appendAliases(appendKeys(keys, r), o)
 				}
+				cur, prev = cur[1:], prev[1:]
 			}
-		})
-		old.Each(t, func(o *resource.Resource) {
-			if s.Get(t, o.Name) == nil {
-				keys = appendKeys(keys, o)
-			}
-		})
+		}
 		if len(keys) > 0 {
 			slices.Sort(keys) // an alias may be listed for both versions
 			ch[t] = slices.Compact(keys)
