@@ -38,10 +38,11 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 	}
 	for _, r := range rs {
 		ts := s.types[r.Type]
-		if _, dup := ts.byName[r.Name]; dup {
+		n := len(ts.byName)
+		ts.byName[r.Name] = r
+		if len(ts.byName) == n { // one hash per resource, not a lookup and then an insert
 			return nil, fmt.Errorf("%s %q: duplicate resource name", r.Type.Short, r.Name)
 		}
-		ts.byName[r.Name] = r
 		ts.sorted = append(ts.sorted, r)
 		for _, a := range r.Aliases {
 			if ts.byAlias == nil {
