@@ -171,3 +171,86 @@ func TestDiffMatchesLookups(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotFromPrevious checks that a snapshot built from a previous one
+// holds exactly what one built from scratch does, on random pairs: the
+// previous resources kept, replaced by new versions, dropped, added, with
+// and without aliases, of two types given in one run each or split.
+func TestSnapshotFromPrevious(t *testing.T) {
+	cds, vhds := resource.Lookup(resource.ClusterType), resource.Lookup(resource.VirtualHostType)
+	clusterGen := func(i, gen int) *resource.Resource {
+		return resource.MustNew(&clusterv3.Cluster{Name: fmt.Sprintf("c%02d", i), AltStatName: fmt.Sprint(gen)})
+	}
+	vhost := func(i, gen int) *resource.Resource {
+		return resource.MustNew(&routev3.VirtualHost{Name: fmt.Sprintf("rc/vh%02d", i),
+			Domains: []string{fmt.Sprintf("d%d-%d.example", i, gen)}})
+	}
+	rnd := rand.New(rand.NewPCG(3, 4))
+	for round := range 300 {
+		var before, after []*resource.Resource
+		sameNames := rnd.IntN(2) == 0 // then clusters are only kept or replaced
+		for i := range 20 {
+			c := clusterGen(i, 0)
+			pick := rnd.IntN(6)
+			if sameNames {
+				pick = 2 + rnd.IntN(4)
+			}
+			switch pick {
+			case 0:
+				before = append(before, c)
+			case 1:
+				after = append(after, c)
+			case 2, 3:
+				before, after = append(before, c), append(after, c)
+			default:
+				before, after = append(before, c), append(after, clusterGen(i, 1))
+			}
+		}
+		for i := range 5 {
+			v := vhost(i, 0)
+			before = append(before, v)
+			switch rnd.IntN(3) {
+			case 0:
+				after = append(after, v)
+			case 1:
+				after = append(after, vhost(i, 1))
+			}
+		}
+		if rnd.IntN(4) == 0 && len(after) > 1 { // types in more than one run, or out of order
+			rnd.Shuffle(len(after), func(i, j int) { after[i], after[j] = after[j], after[i] })
+		}
+		if rnd.IntN(10) == 0 && len(after) > 0 { // a duplicate: both must refuse it
+			after = append(after, after[0])
+		}
+		prev := cache.MustSnapshot(before...)
+		snapshotFrom := append([]*resource.Resource(nil), after...)
+		got, gotErr := cache.NewSnapshotFrom(prev, snapshotFrom...)
+		want, wantErr := cache.NewSnapshot(after...)
+		if (gotErr != nil) != (wantErr != nil) {
+			t.Fatalf("round %d: error %v from the previous snapshot, %v from scratch", round, gotErr, wantErr)
+		}
+		if !slices.Equal(snapshotFrom, after) {
+			t.Fatalf("round %d: the resources given were reordered", round)
+		}
+		if wantErr != nil {
+			continue
+		}
+		for _, typ := range []*resource.Type{cds, vhds} {
+			if !slices.Equal(got.Resources(typ), want.Resources(typ)) || got.Len(typ) != want.Len(typ) {
+				t.Fatalf("round %d, %s: %v, want %v", round, typ.Short, got.Resources(typ), want.Resources(typ))
+			}
+			for _, r := range append(before, after...) {
+				for _, key := range append([]string{r.Name}, r.Aliases...) {
+					g, ga := got.Resolve(typ, key)
+					w, wa := want.Resolve(typ, key)
+					if g != w || ga != wa {
+						t.Fatalf("round %d, %s %q: resolves to %v (alias %v), want %v (alias %v)", round, typ.Short, key, g, ga, w, wa)
+					}
+				}
+			}
+		}
+		if d := got.Diff(prev); len(d) != len(want.Diff(prev)) {
+			t.Fatalf("round %d: diff %v, want %v", round, d, want.Diff(prev))
+		}
+	}
+}

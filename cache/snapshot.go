@@ -5,6 +5,7 @@ package cache
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -27,23 +28,96 @@ type typeSet struct {
 
 // NewSnapshot builds a snapshot. Two resources of one type with one name
 // are an error, as is an alias that names two resources.
-func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
-	s := &Snapshot{types: make(map[*resource.Type]*typeSet)}
-	counts := make(map[*resource.Type]int) // to size each type's map and list once
-	for _, r := range rs {
-		counts[r.Type]++
+func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) { return NewSnapshotFrom(nil, rs...) }
+
+// NewSnapshotFrom builds the snapshot of rs, as NewSnapshot does, reusing
+// what it can of prev (which may be nil). A type whose resources are
+// prev's, in prev's order, is shared with prev; one whose resources keep
+// prev's names in prev's order, some replaced by new versions (and neither
+// the old nor the new having aliases), is prev's index copied with the
+// replacements, not built anew. So publishing a change to a few of many
+// resources costs a copy of one type's index rather than a rebuild.
+func NewSnapshotFrom(prev *Snapshot, rs ...*resource.Resource) (*Snapshot, error) {
+	lists := splitByType(rs)
+	s := &Snapshot{types: make(map[*resource.Type]*typeSet, len(lists))}
+	add := func(t *resource.Type, list []*resource.Resource) error {
+		var old *typeSet
+		if prev != nil {
+			old = prev.types[t]
+		}
+		ts, err := newTypeSet(old, list)
+		s.types[t] = ts
+		return err
 	}
-	for t, n := range counts {
-		s.types[t] = &typeSet{byName: make(map[string]*resource.Resource, n), sorted: make([]*resource.Resource, 0, n)}
+	for _, t := range resource.Types() { // errors in a stable order
+		if list, ok := lists[t]; ok {
+			if err := add(t, list); err != nil {
+				return nil, err
+			}
+			delete(lists, t)
+		}
 	}
-	for _, r := range rs {
-		ts := s.types[r.Type]
+	for t, list := range lists { // types that resource.Types does not list, if any
+		if err := add(t, list); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// splitByType returns rs by type, in their order. A type's resources given
+// in one run share rs's array; the lists are never appended to in place.
+func splitByType(rs []*resource.Resource) map[*resource.Type][]*resource.Resource {
+	lists := make(map[*resource.Type][]*resource.Resource)
+	for i := 0; i < len(rs); {
+		t, j := rs[i].Type, i+1
+		for j < len(rs) && rs[j].Type == t {
+			j++
+		}
+		if l, ok := lists[t]; ok {
+			lists[t] = append(l[:len(l):len(l)], rs[i:j]...) // a copy
+		} else {
+			lists[t] = rs[i:j:j]
+		}
+		i = j
+	}
+	return lists
+}
+
+// newTypeSet indexes one type's resources, from old's index if they keep
+// its names in its order (see NewSnapshotFrom).
+func newTypeSet(old *typeSet, list []*resource.Resource) (*typeSet, error) {
+	if old != nil && len(old.sorted) == len(list) {
+		var changed []int
+		derived := true
+		for i, r := range list {
+			if o := old.sorted[i]; r != o {
+				if r.Name != o.Name || len(r.Aliases) > 0 || len(o.Aliases) > 0 {
+					derived = false
+					break
+				}
+				changed = append(changed, i)
+			}
+		}
+		switch {
+		case derived && len(changed) == 0:
+			return old, nil // typeSets are never modified once built
+		case derived:
+			ts := &typeSet{byName: maps.Clone(old.byName), byAlias: old.byAlias, sorted: slices.Clone(old.sorted)}
+			for _, i := range changed {
+				ts.sorted[i] = list[i]
+				ts.byName[list[i].Name] = list[i]
+			}
+			return ts, nil
+		}
+	}
+	ts := &typeSet{byName: make(map[string]*resource.Resource, len(list)), sorted: slices.Clone(list)}
+	for _, r := range list {
 		n := len(ts.byName)
 		ts.byName[r.Name] = r
 		if len(ts.byName) == n { // one hash per resource, not a lookup and then an insert
 			return nil, fmt.Errorf("%s %q: duplicate resource name", r.Type.Short, r.Name)
 		}
-		ts.sorted = append(ts.sorted, r)
 		for _, a := range r.Aliases {
 			if ts.byAlias == nil {
 				ts.byAlias = make(map[string]*resource.Resource)
@@ -55,12 +129,10 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) {
 		}
 	}
 	byName := func(a, b *resource.Resource) int { return strings.Compare(a.Name, b.Name) }
-	for _, ts := range s.types {
-		if !slices.IsSortedFunc(ts.sorted, byName) { // often given in order
-			slices.SortFunc(ts.sorted, byName)
-		}
+	if !slices.IsSortedFunc(ts.sorted, byName) { // often given in order
+		slices.SortFunc(ts.sorted, byName)
 	}
-	return s, nil
+	return ts, nil
 }
 
 // MustSnapshot is NewSnapshot that panics on error, for tests and examples.
@@ -150,6 +222,9 @@ type Changes map[*resource.Type][]string
 func (s *Snapshot) Diff(old *Snapshot) Changes {
 	ch := Changes{}
 	for _, t := range resource.Types() {
+		if s != nil && old != nil && s.types[t] == old.types[t] {
+			continue // shared: unchanged
+		}
 		var keys []string
 		cur, prev := s.Resources(t), old.Resources(t)
 		for len(cur) > 0 || len(prev) > 0 {

@@ -271,22 +271,28 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 // selectors, and a new snapshot for every group in use.
 func (d *Daemon) apply(res *configdir.Result) {
 	start := time.Now()
-	build := func(group string) *cache.Snapshot {
-		snap, err := cache.NewSnapshot(res.GroupResources(group)...)
+	// Each group's new snapshot is built from its last one, which shares
+	// everything a change left alone (see cache.NewSnapshotFrom).
+	prev := make(map[string]*cache.Snapshot)
+	for _, g := range d.cache.Groups() {
+		prev[g] = d.cache.Snapshot(g)
+	}
+	buildFrom := func(group string, last *cache.Snapshot) *cache.Snapshot {
+		snap, err := cache.NewSnapshotFrom(last, res.GroupResources(group)...)
 		if err != nil {
 			d.log.Error("building a node group's snapshot", "group", group, "error", err)
 			return nil
 		}
 		return snap
 	}
-	d.cache.SetGrouping(res.GroupOf, build)
+	d.cache.SetGrouping(res.GroupOf, func(group string) *cache.Snapshot { return buildFrom(group, nil) })
 	groups := d.cache.Groups()
 	if !slices.Contains(groups, "") {
 		groups = append(groups, "")
 	}
 	changes := cache.Changes{}
 	for _, g := range groups {
-		snap := build(g)
+		snap := buildFrom(g, prev[g])
 		if snap == nil {
 			continue
 		}
