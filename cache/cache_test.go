@@ -3,11 +3,13 @@ package cache_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	"go.uber.org/goleak"
 
@@ -174,19 +176,24 @@ func TestDiffMatchesLookups(t *testing.T) {
 
 // TestSnapshotFromPrevious checks that a snapshot built from a previous one
 // holds exactly what one built from scratch does, on random pairs: the
-// previous resources kept, replaced by new versions, dropped, added, with
-// and without aliases, of two types given in one run each or split.
+// previous resources kept, replaced by new versions, dropped, added; virtual
+// hosts gaining and losing aliases; types given in one run each, in several
+// runs, or out of order; duplicates. Neither the previous snapshot nor the
+// caller's list may change, and Diff must agree both ways.
 func TestSnapshotFromPrevious(t *testing.T) {
-	cds, vhds := resource.Lookup(resource.ClusterType), resource.Lookup(resource.VirtualHostType)
 	clusterGen := func(i, gen int) *resource.Resource {
 		return resource.MustNew(&clusterv3.Cluster{Name: fmt.Sprintf("c%02d", i), AltStatName: fmt.Sprint(gen)})
 	}
 	vhost := func(i, gen int) *resource.Resource {
-		return resource.MustNew(&routev3.VirtualHost{Name: fmt.Sprintf("rc/vh%02d", i),
-			Domains: []string{fmt.Sprintf("d%d-%d.example", i, gen)}})
+		domains := []string{fmt.Sprintf("vh%02d", i)} // an alias equal to the name: none
+		if gen%2 == 1 {
+			domains = append(domains, fmt.Sprintf("d%d-%d.example", i, gen))
+		}
+		return resource.MustNew(&routev3.VirtualHost{Name: fmt.Sprintf("rc/vh%02d", i), Domains: domains,
+			IncludeRequestAttemptCount: gen >= 2})
 	}
 	rnd := rand.New(rand.NewPCG(3, 4))
-	for round := range 300 {
+	for round := range 400 {
 		var before, after []*resource.Resource
 		sameNames := rnd.IntN(2) == 0 // then clusters are only kept or replaced
 		for i := range 20 {
@@ -203,54 +210,92 @@ func TestSnapshotFromPrevious(t *testing.T) {
 			case 2, 3:
 				before, after = append(before, c), append(after, c)
 			default:
-				before, after = append(before, c), append(after, clusterGen(i, 1))
+				before, after = append(before, c), append(after, clusterGen(i, 1+rnd.IntN(3)))
 			}
 		}
-		for i := range 5 {
-			v := vhost(i, 0)
+		for i := range 6 {
+			v := vhost(i, rnd.IntN(4))
 			before = append(before, v)
 			switch rnd.IntN(3) {
 			case 0:
 				after = append(after, v)
 			case 1:
-				after = append(after, vhost(i, 1))
+				after = append(after, vhost(i, rnd.IntN(4)))
 			}
 		}
-		if rnd.IntN(4) == 0 && len(after) > 1 { // types in more than one run, or out of order
+		switch rnd.IntN(5) {
+		case 0: // types in several runs
 			rnd.Shuffle(len(after), func(i, j int) { after[i], after[j] = after[j], after[i] })
+		case 1: // one run per type, out of order
+			if len(after) > 2 {
+				after[0], after[1] = after[1], after[0]
+			}
+		case 2: // a duplicate: both must refuse it
+			if len(after) > 0 {
+				after = append(after, after[rnd.IntN(len(after))])
+			}
 		}
-		if rnd.IntN(10) == 0 && len(after) > 0 { // a duplicate: both must refuse it
-			after = append(after, after[0])
+		var keys []string
+		for _, r := range append(slices.Clone(before), after...) {
+			keys = append(append(keys, r.Name), r.Aliases...)
 		}
 		prev := cache.MustSnapshot(before...)
-		snapshotFrom := append([]*resource.Resource(nil), after...)
-		got, gotErr := cache.NewSnapshotFrom(prev, snapshotFrom...)
-		want, wantErr := cache.NewSnapshot(after...)
-		if (gotErr != nil) != (wantErr != nil) {
-			t.Fatalf("round %d: error %v from the previous snapshot, %v from scratch", round, gotErr, wantErr)
+		prevView := snapshotView(prev, keys)
+		arg := slices.Clone(after)
+		got, err := cache.NewSnapshotFrom(prev, arg...)
+		if !slices.Equal(arg, after) {
+			t.Fatalf("round %d: the caller's list was changed", round)
 		}
-		if !slices.Equal(snapshotFrom, after) {
-			t.Fatalf("round %d: the resources given were reordered", round)
+		if !reflect.DeepEqual(snapshotView(prev, keys), prevView) {
+			t.Fatalf("round %d: the previous snapshot was changed", round)
 		}
-		if wantErr != nil {
+		want, wantErr := cache.NewSnapshot(slices.Clone(after)...)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("round %d: error %v from the previous snapshot, %v from scratch", round, err, wantErr)
+		}
+		if err != nil {
 			continue
 		}
-		for _, typ := range []*resource.Type{cds, vhds} {
-			if !slices.Equal(got.Resources(typ), want.Resources(typ)) || got.Len(typ) != want.Len(typ) {
-				t.Fatalf("round %d, %s: %v, want %v", round, typ.Short, got.Resources(typ), want.Resources(typ))
-			}
-			for _, r := range append(before, after...) {
-				for _, key := range append([]string{r.Name}, r.Aliases...) {
-					g, ga := got.Resolve(typ, key)
-					w, wa := want.Resolve(typ, key)
-					if g != w || ga != wa {
-						t.Fatalf("round %d, %s %q: resolves to %v (alias %v), want %v (alias %v)", round, typ.Short, key, g, ga, w, wa)
-					}
-				}
-			}
+		if !reflect.DeepEqual(snapshotView(got, keys), snapshotView(want, keys)) {
+			t.Fatalf("round %d: the snapshot differs from one built from scratch", round)
 		}
-		if d := got.Diff(prev); len(d) != len(want.Diff(prev)) {
-			t.Fatalf("round %d: diff %v, want %v", round, d, want.Diff(prev))
+		if g, w := got.Diff(prev), want.Diff(prev); !reflect.DeepEqual(g, w) {
+			t.Fatalf("round %d: diff %v, want %v", round, g, w)
 		}
+		if g, w := prev.Diff(got), prev.Diff(want); !reflect.DeepEqual(g, w) {
+			t.Fatalf("round %d: reverse diff %v, want %v", round, g, w)
+		}
+	}
+}
+
+// snapshotView is what a snapshot holds, as comparable values: every
+// type's resources in order, and what each of keys resolves to.
+func snapshotView(s *cache.Snapshot, keys []string) map[string]any {
+	v := map[string]any{}
+	for _, t := range resource.Types() {
+		v[t.Short] = slices.Clone(s.Resources(t))
+		for _, k := range keys {
+			r, alias := s.Resolve(t, k)
+			v[fmt.Sprint(t.Short, " ", k, " ", alias)] = r
+		}
+	}
+	return v
+}
+
+// BenchmarkNewSnapshotInterleaved builds snapshots of clusters and their
+// endpoints given in turn, as a library user may list them.
+func BenchmarkNewSnapshotInterleaved(b *testing.B) {
+	for _, n := range []int{2000, 20000} {
+		var rs []*resource.Resource
+		for i := range n / 2 {
+			name := fmt.Sprintf("svc%05d", i)
+			rs = append(rs, resource.MustNew(&clusterv3.Cluster{Name: name}),
+				resource.MustNew(&endpointv3.ClusterLoadAssignment{ClusterName: name}))
+		}
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				cache.MustSnapshot(rs...)
+			}
+		})
 	}
 }

@@ -66,7 +66,7 @@ func NewSnapshotFrom(prev *Snapshot, rs ...*resource.Resource) (*Snapshot, error
 }
 
 // splitByType returns rs by type, in their order. A type's resources given
-// in one run share rs's array; the lists are never appended to in place.
+// in one run share rs's array, which is never written to.
 func splitByType(rs []*resource.Resource) map[*resource.Type][]*resource.Resource {
 	lists := make(map[*resource.Type][]*resource.Resource)
 	for i := 0; i < len(rs); {
@@ -75,7 +75,9 @@ func splitByType(rs []*resource.Resource) map[*resource.Type][]*resource.Resourc
 			j++
 		}
 		if l, ok := lists[t]; ok {
-			lists[t] = append(l[:len(l):len(l)], rs[i:j]...) // a copy
+			// l's first run is capped at its end: the first append copies
+			// it out of rs, and later ones grow the copy.
+			lists[t] = append(l, rs[i:j]...)
 		} else {
 			lists[t] = rs[i:j:j]
 		}

@@ -271,12 +271,6 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 // selectors, and a new snapshot for every group in use.
 func (d *Daemon) apply(res *configdir.Result) {
 	start := time.Now()
-	// Each group's new snapshot is built from its last one, which shares
-	// everything a change left alone (see cache.NewSnapshotFrom).
-	prev := make(map[string]*cache.Snapshot)
-	for _, g := range d.cache.Groups() {
-		prev[g] = d.cache.Snapshot(g)
-	}
 	buildFrom := func(group string, last *cache.Snapshot) *cache.Snapshot {
 		snap, err := cache.NewSnapshotFrom(last, res.GroupResources(group)...)
 		if err != nil {
@@ -292,7 +286,9 @@ func (d *Daemon) apply(res *configdir.Result) {
 	}
 	changes := cache.Changes{}
 	for _, g := range groups {
-		snap := buildFrom(g, prev[g])
+		// Built from the group's last snapshot (SetGrouping keeps it), the
+		// new one shares everything the change left alone.
+		snap := buildFrom(g, d.cache.Snapshot(g))
 		if snap == nil {
 			continue
 		}
