@@ -181,6 +181,7 @@ func (c *client) run(ctx context.Context) error {
 type (
 	sotwStream interface {
 		Send(*discovery.DiscoveryRequest) error
+		SendMsg(any) error // also takes an *edsRequest
 		Recv() (*discovery.DiscoveryResponse, error)
 	}
 	deltaStream interface {
@@ -355,6 +356,7 @@ func (c *client) runSotW(st sotwStream) error {
 	}
 	var (
 		names                []string // EDS subscription
+		encoded              edsNames // names, encoded
 		edsVersion, edsNonce string   // last EDS response
 		seen                 = make([]bool, len(c.clusters))
 	)
@@ -392,10 +394,8 @@ func (c *client) runSotW(st sotwStream) error {
 			}
 			if changed {
 				names = c.edsNames(names)
-				if err := st.Send(&discovery.DiscoveryRequest{
-					TypeUrl: endpointTypeURL, ResourceNames: names,
-					VersionInfo: edsVersion, ResponseNonce: edsNonce,
-				}); err != nil {
+				encoded = encodeEDSNames(names)
+				if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, names: encoded}); err != nil {
 					return err
 				}
 			}
@@ -415,10 +415,7 @@ func (c *client) runSotW(st sotwStream) error {
 				}
 			}
 			edsVersion, edsNonce = resp.GetVersionInfo(), resp.GetNonce()
-			if err := st.Send(&discovery.DiscoveryRequest{
-				TypeUrl: endpointTypeURL, ResourceNames: names,
-				VersionInfo: edsVersion, ResponseNonce: edsNonce,
-			}); err != nil {
+			if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, names: encoded}); err != nil {
 				return err
 			}
 		default:

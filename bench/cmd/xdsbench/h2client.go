@@ -131,11 +131,22 @@ func (s *h2Stream[Req, Resp]) flush() error {
 }
 
 // Send sends req, or queues it behind what waits for the server's window.
-func (s *h2Stream[Req, Resp]) Send(req Req) error {
+func (s *h2Stream[Req, Resp]) Send(req Req) error { return s.SendMsg(req) }
+
+// SendMsg sends m, a Req or an *edsRequest, as Send does.
+func (s *h2Stream[Req, Resp]) SendMsg(m any) error {
 	at := len(s.pending)
-	b, err := (proto.MarshalOptions{}).MarshalAppend(append(s.pending, 0, 0, 0, 0, 0), req)
-	if err != nil {
-		return err // nothing queued
+	b := append(s.pending, 0, 0, 0, 0, 0)
+	switch m := m.(type) {
+	case *edsRequest:
+		b = m.appendTo(b)
+	case Req:
+		var err error
+		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, m); err != nil {
+			return err // nothing queued
+		}
+	default:
+		return fmt.Errorf("h2: cannot send a %T", m)
 	}
 	s.pending = b
 	binary.BigEndian.PutUint32(s.pending[at+1:], uint32(len(s.pending)-at-5))
