@@ -8,7 +8,8 @@ import (
 )
 
 // GroupFunc maps a node to the name of the group whose snapshot it is served
-// (PROTOCOL N1). It must be fast and must not block.
+// (PROTOCOL N1). It must be fast and must not block. The server passes it
+// the node without its extensions list, which it does not keep.
 type GroupFunc func(*corev3.Node) string
 
 // DefaultGroup puts every node in one group, named "".

@@ -146,8 +146,8 @@ func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 }
 
 // nodeDecodes reports whether node, a node repeated by a later request,
-// decodes, as the handler would decode it (it fails the stream otherwise,
-// though it ignores the node). The digest of the last node that decoded is
+// decodes, as the handler would decode it, without its extensions (it fails
+// the stream otherwise, though it ignores the node). The digest of the last node that decoded is
 // kept, so a client that repeats its node costs a hash per ACK. Call it
 // with st.mu held.
 func (st *stream) nodeDecodes(node []byte) bool {
@@ -155,7 +155,7 @@ func (st *stream) nodeDecodes(node []byte) bool {
 	if st.nodeChecked && st.nodeDigest == h {
 		return true
 	}
-	if proto.Unmarshal(node, &corev3.Node{}) != nil {
+	if kept, ok := nodeWithoutExtensions(node); !ok || proto.Unmarshal(kept, &corev3.Node{}) != nil {
 		return false
 	}
 	st.nodeDigest, st.nodeChecked = h, true

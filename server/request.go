@@ -63,7 +63,7 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 	if err != nil {
 		return d, nil, err
 	}
-	if err := proto.Unmarshal(rest, &r.msg); err != nil {
+	if err := proto.Unmarshal(withoutNodeExtensions(rest, sotwReqNodeField), &r.msg); err != nil {
 		return d, nil, err
 	}
 	names := func() ([]string, error) {

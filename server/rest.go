@@ -82,7 +82,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 	if req.ErrorDetail != nil {
 		s.log.Warn("REST NACK", "type", t.Short, "node", req.GetNode().GetId(), "message", req.GetErrorDetail().GetMessage())
 	}
-	watcher := s.cache.Watch(req.GetNode())
+	watcher := s.cache.Watch(keptNode(req.GetNode()))
 	defer watcher.Close()
 	timeout := time.NewTimer(cfg.PollTimeout)
 	defer timeout.Stop()

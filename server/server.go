@@ -138,7 +138,7 @@ func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *re
 	if url := req.GetTypeUrl(); url != "" && url != t.URL {
 		return nil, status.Errorf(codes.InvalidArgument, "%s service cannot serve type %q", t.Short, url)
 	}
-	snap := s.cache.Snapshot(s.cache.GroupOf(req.GetNode()))
+	snap := s.cache.Snapshot(s.cache.GroupOf(keptNode(req.GetNode())))
 	return s.current(snap, t, req.GetResourceNames()), nil
 }
 

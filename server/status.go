@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -17,7 +16,8 @@ import (
 type StreamStatus struct {
 	// ID identifies the stream within the server.
 	ID uint64
-	// Node is the node of the stream's first request (nil until then).
+	// Node is the node of the stream's first request (nil until then),
+	// without its extensions (see keptNode). It is shared: do not change it.
 	Node *corev3.Node
 	// Variant is "ads" or a type's short name, plus "/sotw" or "/delta".
 	Variant string
@@ -102,10 +102,11 @@ func (r *statusRegistry) snapshot() []StreamStatus {
 	return out
 }
 
+// setNode records the stream's node, which nothing changes afterwards (see
+// keptNode): status copies share it.
 func (ss *streamStatus) setNode(n *corev3.Node) {
-	c := proto.Clone(n).(*corev3.Node)
 	ss.mu.Lock()
-	ss.s.Node = c
+	ss.s.Node = n
 	ss.mu.Unlock()
 }
 

@@ -218,9 +218,7 @@ func (st *stream) start(node *corev3.Node) {
 	if st.watcher != nil {
 		return
 	}
-	if node == nil {
-		node = &corev3.Node{}
-	}
+	node = keptNode(node)
 	st.node = node
 	for _, f := range node.GetClientFeatures() {
 		if f == clientFeatureResourceInSotw {

@@ -159,12 +159,18 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 // Unmarshal decodes data into v; a SotW request keeps its bytes, for the
-// stream to decode (see sotwRequest).
+// stream to decode (see sotwRequest); an incremental one is decoded without
+// its node's extensions (see withoutNodeExtensions).
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
-	if r, ok := v.(*sotwRequest); ok {
+	switch r := v.(type) {
+	case *sotwRequest:
 		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool()) // no copy if in one piece
 		r.raw = r.buf.ReadOnlyData()
 		return nil
+	case *discovery.DeltaDiscoveryRequest:
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		return gproto.Unmarshal(withoutNodeExtensions(buf.ReadOnlyData(), deltaReqNodeField), r)
 	}
 	return protoCodec.Unmarshal(data, v)
 }

@@ -8,6 +8,8 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -119,6 +121,10 @@ func FuzzRawRequest(f *testing.F) {
 	f.Add([]byte{0x1a, 0x02, 0xff, 0xfe}) // invalid UTF-8 name
 	f.Add([]byte{0x1a, 0x05, 'a'})        // truncated name
 	f.Add([]byte{0x18, 0x01, 0x1a, 0x00}) // field 3 as a varint, then an empty name
+	withExt, _ := proto.Marshal(&discovery.DiscoveryRequest{VersionInfo: "v", ResourceNames: []string{"x"}, Node: &corev3.Node{
+		Id: "n", Extensions: []*corev3.Extension{{Name: "e1", Category: "c"}, {Name: "e2"}}, ClientFeatures: []string{"f"}}})
+	f.Add(withExt)
+	f.Add([]byte{0x12, 0x06, 0x0a, 0x01, 'n', 0x4a, 0x01, 0xff}) // node {id: n, extensions: garbage}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var want discovery.DiscoveryRequest
 		wantErr := proto.Unmarshal(data, &want)
@@ -127,11 +133,86 @@ func FuzzRawRequest(f *testing.F) {
 		if err == nil {
 			r.msg.ResourceNames, err = names()
 		}
+		if wantErr != nil && err == nil {
+			// Only what the node's extensions hold goes unchecked.
+			stripped := withoutNodeExtensions(data, sotwReqNodeField)
+			if len(stripped) == len(data) {
+				t.Fatalf("scanner decoded %v, proto.Unmarshal failed: %v", &r.msg, wantErr)
+			}
+			want.Reset()
+			wantErr = proto.Unmarshal(stripped, &want)
+		}
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("scanner error %v, proto.Unmarshal error %v", err, wantErr)
 		}
 		if err == nil && !proto.Equal(&r.msg, &want) {
-			t.Fatalf("scanner decoded %v, proto.Unmarshal %v", &r.msg, &want)
+			dropExtensions(want.Node)
+			if !proto.Equal(&r.msg, &want) {
+				t.Fatalf("scanner decoded %v, proto.Unmarshal %v", &r.msg, &want)
+			}
 		}
 	})
+}
+
+// dropExtensions removes n's extensions, and the unknown fields with their
+// number (a wrong wire type), as withoutNodeExtensions leaves them out.
+func dropExtensions(n *corev3.Node) {
+	if n == nil {
+		return
+	}
+	n.Extensions = nil
+	m := n.ProtoReflect()
+	var kept []byte
+	for b := m.GetUnknown(); len(b) > 0; {
+		num, _, l := protowire.ConsumeField(b)
+		if num != nodeExtensions.Number() {
+			kept = append(kept, b[:l]...)
+		}
+		b = b[l:]
+	}
+	m.SetUnknown(kept)
+}
+
+// TestNodeExtensionsSkipped checks that requests are decoded without their
+// node's extensions, whatever those hold, and otherwise as proto.Unmarshal
+// decodes them: SotW by the scanner, incremental by the codec, and a node
+// repeated in an ACK by nodeDecodes.
+func TestNodeExtensionsSkipped(t *testing.T) {
+	node := &corev3.Node{Id: "n", Cluster: "c", ClientFeatures: []string{"f"},
+		Extensions: []*corev3.Extension{{Name: "e1", Category: "c", TypeUrls: []string{"t"}}, {Name: "e2"}}}
+	want := &corev3.Node{Id: "n", Cluster: "c", ClientFeatures: []string{"f"}}
+	nodeBytes, _ := proto.Marshal(node)
+	// Extensions that do not decode: field 9 holding an invalid UTF-8 name.
+	badExt := protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), []byte{0x0a, 0x01, 0xff})
+	badNode := append(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("n")), badExt...)
+	if proto.Unmarshal(badNode, &corev3.Node{}) == nil {
+		t.Fatal("the bad extensions decode")
+	}
+	for _, nb := range [][]byte{nodeBytes, badNode} {
+		wantNode := want
+		if len(nb) == len(badNode) {
+			wantNode = &corev3.Node{Id: "n"}
+		}
+		sotw := protowire.AppendBytes(protowire.AppendTag(nil, sotwReqNodeField, protowire.BytesType), nb)
+		sotw = appendString(sotw, sotwReqTypeURLField, resource.EndpointType)
+		r := &sotwRequest{raw: sotw}
+		if _, _, err := r.decode(); err != nil || !proto.Equal(r.msg.Node, wantNode) || r.msg.TypeUrl != resource.EndpointType {
+			t.Errorf("SotW: %v, %v; want node %v", err, &r.msg, wantNode)
+		}
+		delta := appendString(nil, deltaReqTypeURLField, resource.EndpointType)
+		delta = protowire.AppendBytes(protowire.AppendTag(delta, deltaReqNodeField, protowire.BytesType), nb)
+		delta = appendString(delta, deltaReqNonceField, "7")
+		var d discovery.DeltaDiscoveryRequest
+		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d); err != nil ||
+			!proto.Equal(d.Node, wantNode) || d.TypeUrl != resource.EndpointType || d.ResponseNonce != "7" {
+			t.Errorf("delta: %v, %v; want node %v", err, &d, wantNode)
+		}
+		st := &stream{}
+		if !st.nodeDecodes(nb) {
+			t.Errorf("nodeDecodes(%x) = false", nb)
+		}
+	}
+	if got := withoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, sotwReqNodeField); len(got) != 3 {
+		t.Errorf("a request that does not parse changed: %x", got)
+	}
 }
