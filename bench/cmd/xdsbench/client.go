@@ -32,6 +32,7 @@ type fleetConfig struct {
 	readBuffer     int    // grpc.WithReadBufferSize, per connection (grpc only)
 	writeBuffer    int    // grpc.WithWriteBufferSize, per connection (grpc only)
 	window         int    // initial HTTP/2 stream window (connection: × streamsPerConn)
+	node           string // nodeMinimal or nodeEnvoy
 }
 
 // fleet is N Envoy-like ADS clients of one server, in this process. Each
@@ -127,7 +128,7 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 		c := &client{
 			f:        f,
 			id:       i,
-			node:     &corev3.Node{Id: fmt.Sprintf("xdsbench-%d", i), Cluster: nodeCluster},
+			node:     newNode(cfg.node, i),
 			clusters: make([]uint64, cfg.clusters),
 			clas:     make([]uint64, cfg.clusters),
 			markers:  make([]int32, cfg.clusters),

@@ -30,6 +30,7 @@ type options struct {
 	changes        int // K: endpoint sets changed per round
 	rounds         int
 	client         string // "grpc" or "h2": see fleetConfig
+	node           string // nodeMinimal or nodeEnvoy
 	streamsPerConn int
 	readBuffer     int
 	writeBuffer    int
@@ -60,6 +61,7 @@ func defaultOptions() options {
 		changes:        1,
 		rounds:         5,
 		client:         clientGRPC,
+		node:           nodeMinimal,
 		streamsPerConn: 1,
 		readBuffer:     16 << 10,
 		writeBuffer:    8 << 10,
@@ -99,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.changes, "changes", o.changes, "endpoint sets changed per round (K); the others stay byte-identical")
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "measured rounds (changes) per server")
 	fs.StringVar(&o.client, "client", o.client, "the clients' HTTP/2 and gRPC: grpc (grpc-go's client) or h2 (a minimal one on each client's goroutine,\nwhich takes less of the CPU shared with the server; one stream per connection)")
+	fs.StringVar(&o.node, "node", o.node, "the clients' node: minimal (an id and a cluster) or envoy (also the user agent, build, client features\nand ~300 extensions, some 40 KB, as an Envoy sends)")
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
@@ -170,6 +173,8 @@ func (o *options) check() error {
 		return errors.New("-window must be between 65535 and 2147483647")
 	case o.client != clientGRPC && o.client != clientH2:
 		return fmt.Errorf("-client: %q is not %s or %s", o.client, clientGRPC, clientH2)
+	case o.node != nodeMinimal && o.node != nodeEnvoy:
+		return fmt.Errorf("-node: %q is not %s or %s", o.node, nodeMinimal, nodeEnvoy)
 	case o.client == clientH2 && o.streamsPerConn != 1:
 		return errors.New("-client h2 opens one stream per connection: -streams-per-conn must be 1")
 	case o.changes < 1 || o.changes > o.clusters:
@@ -353,6 +358,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	f, initial, err := startFleet(rs.xdsAddr, fleetConfig{
 		clients: o.clients, clusters: o.clusters, delta: mode == "delta", client: o.client,
 		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
+		node: o.node,
 	})
 	if err != nil {
 		return fail(err)
