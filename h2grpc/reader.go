@@ -11,13 +11,26 @@ import (
 )
 
 // readBufSize is the size of a connection's read buffer while it has
-// unread bytes.
-const readBufSize = 8 << 10
+// unread bytes; bigReadBufSize that of the buffer it moves to when a frame
+// does not fit (a request larger than the first buffer: an Envoy's SotW
+// ACK naming 1,000 clusters, or its node repeated in an ACK), which holds
+// any frame this server accepts, so that one read takes what the socket
+// has instead of a read per 8 KiB and a copy through the framer.
+const (
+	readBufSize    = 8 << 10
+	bigReadBufSize = 64 << 10
+)
 
-// readBufs holds the read buffers of connections that have nothing unread.
-// Unlike grpc-go's shared pool, it does not clear a buffer it hands out: a
-// buffer is read into before it is read from.
-var readBufs = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+// A frame the server accepts fits in a big buffer.
+var _ [bigReadBufSize - maxFrameSize - frameHeaderLen]struct{}
+
+// readBufs and bigReadBufs hold the read buffers of connections that have
+// nothing unread. Unlike grpc-go's shared pool, they do not clear a buffer
+// they hand out: a buffer is read into before it is read from.
+var (
+	readBufs    = sync.Pool{New: func() any { b := make([]byte, readBufSize); return &b }}
+	bigReadBufs = sync.Pool{New: func() any { b := make([]byte, bigReadBufSize); return &b }}
+)
 
 // newReader returns a buffered reader of nc that holds its buffer only while
 // it has bytes in it: an idle connection, whose reader waits for the socket
@@ -148,8 +161,11 @@ func (p *pooledReader) read(fd uintptr) bool {
 			p.w = copy(buf, buf[p.r:p.w])
 			p.r = 0
 		}
-		if p.w == len(buf) {
-			return true // a frame longer than the buffer: the read loop reads it
+		if p.w == len(buf) { // a frame longer than the buffer
+			if len(buf) == bigReadBufSize {
+				return true // longer than any this server accepts: the read loop fails it
+			}
+			buf = p.grow()
 		}
 		n, err := syscall.Read(int(fd), buf[p.w:])
 		if wouldBlock(err) {
@@ -184,10 +200,24 @@ func (p *pooledReader) read(fd uintptr) bool {
 	}
 }
 
+// grow moves the unread bytes to a buffer from bigReadBufs, gives the
+// small one back, and returns the new buffer.
+func (p *pooledReader) grow() []byte {
+	big := bigReadBufs.Get().(*[]byte)
+	n := copy(*big, (*p.buf)[p.r:p.w])
+	readBufs.Put(p.buf)
+	p.buf, p.r, p.w = big, 0, n
+	return *big
+}
+
 // release gives the buffer back, if nothing in it is unread.
 func (p *pooledReader) release() {
 	if p.buf != nil && p.r == p.w {
-		readBufs.Put(p.buf)
+		if len(*p.buf) == bigReadBufSize {
+			bigReadBufs.Put(p.buf)
+		} else {
+			readBufs.Put(p.buf)
+		}
 		p.buf, p.r, p.w = nil, 0, 0
 	}
 }

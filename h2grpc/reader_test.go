@@ -24,8 +24,8 @@ import (
 // TestFramesSplitAnyhow writes a client's stream of frames (gRPC messages
 // cut into DATA frames anywhere, some padded, with WINDOW_UPDATE, PRIORITY
 // and SETTINGS frames between them) in writes of random sizes, from one
-// byte to more than the server's read buffer, so that the server's reads end
-// inside frame headers and payloads and also fill its buffer. Every request
+// byte to more than the server's big read buffer, so that the server's
+// reads end inside frame headers and payloads and also fill its buffers. Every request
 // must be handled once and in order, inline (those of an odd size, while
 // the handler waits) or through Recv (see inlineService), and the call must
 // end OK.
@@ -47,8 +47,11 @@ func TestFramesSplitAnyhow(t *testing.T) {
 		go func() { status <- readStatus(nc) }()
 		for off := 0; off < len(wire); {
 			n := min(len(wire)-off, 1+rnd.IntN(20_000))
-			if rnd.IntN(2) == 0 {
+			switch rnd.IntN(8) {
+			case 0, 1, 2, 3:
 				n = min(n, 1+rnd.IntN(12)) // a frame header, or less
+			case 4:
+				n = min(len(wire)-off, 1+rnd.IntN(150_000)) // more than the big read buffer
 			}
 			if _, err := nc.Write(wire[off : off+n]); err != nil {
 				t.Fatal(err)

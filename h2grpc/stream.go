@@ -188,7 +188,7 @@ func (st *stream) onData(data []byte, n int32, end bool) error {
 // assemble cuts data into gRPC messages and passes each complete one
 // inline or queues it (see InlineReceiver). Call it with rmu held.
 func (st *stream) assemble(data []byte) {
-	pool := mem.DefaultBufferPool()
+	pool := &msgBufs
 	tried := false // the message being read was offered inline whole, and refused
 	for len(data) > 0 {
 		if st.msg == nil && st.prefixN == 0 && st.inline != nil && len(data) >= len(st.prefix) && data[0] == 0 {
@@ -541,7 +541,7 @@ func (st *stream) dropLocked() {
 	st.queue, st.queued = nil, 0
 	if st.msg != nil {
 		if !mem.IsBelowBufferPoolingThreshold(len(*st.msg)) {
-			mem.DefaultBufferPool().Put(st.msg)
+			msgBufs.Put(st.msg)
 		}
 		st.msg = nil
 	}
