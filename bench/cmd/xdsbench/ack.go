@@ -19,48 +19,88 @@ type edsNames []byte
 func encodeEDSNames(names []string) edsNames {
 	var b []byte
 	for _, n := range names {
-		b = protowire.AppendTag(b, 3, protowire.BytesType)
+		b = protowire.AppendTag(b, sotwNamesField, protowire.BytesType)
 		b = protowire.AppendString(b, n)
 	}
-	b = protowire.AppendTag(b, 4, protowire.BytesType)
-	return protowire.AppendString(b, endpointTypeURL)
+	return appendString(b, sotwTypeURLField, endpointTypeURL)
 }
 
-// edsRequest is a SotW EDS request whose names are encoded: streams send it
-// with SendMsg, the grpc-go client through ackCodec.
+// encodedRequest is a request the client encodes itself, as proto.Marshal
+// would: streams send it with SendMsg, the grpc-go client through
+// ackCodec.
+type encodedRequest interface {
+	size() int                // the length of the encoding
+	appendTo(b []byte) []byte // appends the encoding to b
+}
+
+// edsRequest is a SotW EDS request whose names are encoded, and whose node,
+// if set, is too (a client repeating its node: -repeat-node).
 type edsRequest struct {
 	version, nonce string
+	node           []byte // an encoded Node, or nil
 	names          edsNames
 }
 
-// size is the length of the request's encoding.
 func (r *edsRequest) size() int {
-	n := len(r.names)
-	if r.version != "" {
-		n += protowire.SizeTag(1) + protowire.SizeBytes(len(r.version))
-	}
-	if r.nonce != "" {
-		n += protowire.SizeTag(5) + protowire.SizeBytes(len(r.nonce))
-	}
-	return n
+	return len(r.names) + stringSize(sotwVersionField, r.version) + bytesSize(sotwNodeField, r.node) +
+		stringSize(sotwNonceField, r.nonce)
 }
 
-// appendTo appends the request's encoding to b, fields in number order as
-// proto.Marshal writes them.
 func (r *edsRequest) appendTo(b []byte) []byte {
-	if r.version != "" {
-		b = protowire.AppendTag(b, 1, protowire.BytesType)
-		b = protowire.AppendString(b, r.version)
-	}
+	b = appendString(b, sotwVersionField, r.version)
+	b = appendBytes(b, sotwNodeField, r.node)
 	b = append(b, r.names...)
-	if r.nonce != "" {
-		b = protowire.AppendTag(b, 5, protowire.BytesType)
-		b = protowire.AppendString(b, r.nonce)
-	}
-	return b
+	return appendString(b, sotwNonceField, r.nonce)
 }
 
-// ackCodec is grpc-go's proto codec that also sends an *edsRequest. It
+// deltaACK is an incremental ACK, with an encoded node if set.
+type deltaACK struct {
+	node           []byte // an encoded Node, or nil
+	typeURL, nonce string
+}
+
+func (r *deltaACK) size() int {
+	return bytesSize(deltaNodeField, r.node) + stringSize(deltaTypeURL, r.typeURL) + stringSize(deltaNonceField, r.nonce)
+}
+
+func (r *deltaACK) appendTo(b []byte) []byte {
+	b = appendBytes(b, deltaNodeField, r.node)
+	b = appendString(b, deltaTypeURL, r.typeURL)
+	return appendString(b, deltaNonceField, r.nonce)
+}
+
+// appendString and appendBytes append field num holding v, unless v is
+// empty (nil for bytes), as proto.Marshal leaves an unset field out;
+// stringSize and bytesSize are the lengths they append.
+func appendString(b []byte, num protowire.Number, v string) []byte {
+	if v == "" {
+		return b
+	}
+	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if v == nil {
+		return b
+	}
+	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
+}
+
+func stringSize(num protowire.Number, v string) int {
+	if v == "" {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
+}
+
+func bytesSize(num protowire.Number, v []byte) int {
+	if v == nil {
+		return 0
+	}
+	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
+}
+
+// ackCodec is grpc-go's proto codec that also sends an encodedRequest. It
 // takes the proto codec's place (and name) in this process, so that the
 // requests' content-type stays that of grpc-go's client; the servers this
 // process runs (-servers) marshal through it unchanged.
@@ -68,11 +108,11 @@ type ackCodec struct{ encoding.CodecV2 }
 
 func init() { encoding.RegisterCodecV2(ackCodec{encoding.GetCodecV2(encproto.Name)}) }
 
-// Marshal encodes an *edsRequest into a buffer from grpc-go's pool (the
+// Marshal encodes an encodedRequest into a buffer from grpc-go's pool (the
 // transport writes it after SendMsg returns, then frees it), and anything
 // else as the proto codec does.
 func (c ackCodec) Marshal(v any) (mem.BufferSlice, error) {
-	r, ok := v.(*edsRequest)
+	r, ok := v.(encodedRequest)
 	if !ok {
 		return c.CodecV2.Marshal(v)
 	}

@@ -13,6 +13,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -33,6 +34,7 @@ type fleetConfig struct {
 	writeBuffer    int    // grpc.WithWriteBufferSize, per connection (grpc only)
 	window         int    // initial HTTP/2 stream window (connection: × streamsPerConn)
 	node           string // nodeMinimal or nodeEnvoy
+	repeatNode     bool   // send the node in every request, not only the first
 }
 
 // fleet is N Envoy-like ADS clients of one server, in this process. Each
@@ -133,6 +135,14 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 			clas:     make([]uint64, cfg.clusters),
 			markers:  make([]int32, cfg.clusters),
 		}
+		if cfg.repeatNode {
+			c.repeatedNode = c.node
+			var err error
+			if c.nodeBytes, err = proto.Marshal(c.node); err != nil {
+				f.stop()
+				return nil, nil, err
+			}
+		}
 		f.wg.Go(func() {
 			if err := c.run(ctx); err != nil && ctx.Err() == nil {
 				f.fail(fmt.Errorf("client %d: %w", i, err))
@@ -187,6 +197,7 @@ type (
 	}
 	deltaStream interface {
 		Send(*discovery.DeltaDiscoveryRequest) error
+		SendMsg(any) error // also takes a *deltaACK
 		Recv() (*discovery.DeltaDiscoveryResponse, error)
 	}
 )
@@ -248,14 +259,18 @@ func (c *countingConn) Read(b []byte) (int, error) {
 // endpoint set it holds (0: none) and the endpoint set's generation, so
 // that a resource sent again unchanged costs a hash, not a decode.
 type client struct {
-	f        *fleet
-	id       int
-	node     *corev3.Node
-	clusters []uint64
-	clas     []uint64
-	markers  []int32
-	nCluster int // clusters held
-	nCLA     int // endpoint sets held
+	f    *fleet
+	id   int
+	node *corev3.Node
+	// With -repeat-node, repeatedNode is node, which every request sets,
+	// and nodeBytes its encoding, for the requests the client encodes.
+	repeatedNode *corev3.Node
+	nodeBytes    []byte
+	clusters     []uint64
+	clas         []uint64
+	markers      []int32
+	nCluster     int // clusters held
+	nCLA         int // endpoint sets held
 
 	round *round // the round hits counts for
 	hits  int    // changed endpoint sets of round seen at round.gen
@@ -396,12 +411,12 @@ func (c *client) runSotW(st sotwStream) error {
 			if changed {
 				names = c.edsNames(names)
 				encoded = encodeEDSNames(names)
-				if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, names: encoded}); err != nil {
+				if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, node: c.nodeBytes, names: encoded}); err != nil {
 					return err
 				}
 			}
 			if err := st.Send(&discovery.DiscoveryRequest{
-				TypeUrl: clusterTypeURL, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
+				Node: c.repeatedNode, TypeUrl: clusterTypeURL, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce(),
 			}); err != nil {
 				return err
 			}
@@ -416,7 +431,7 @@ func (c *client) runSotW(st sotwStream) error {
 				}
 			}
 			edsVersion, edsNonce = resp.GetVersionInfo(), resp.GetNonce()
-			if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, names: encoded}); err != nil {
+			if err := st.SendMsg(&edsRequest{version: edsVersion, nonce: edsNonce, node: c.nodeBytes, names: encoded}); err != nil {
 				return err
 			}
 		default:
@@ -477,14 +492,12 @@ func (c *client) runDelta(st deltaStream) error {
 			}
 			if len(sub) > 0 || len(unsub) > 0 {
 				if err := st.Send(&discovery.DeltaDiscoveryRequest{
-					TypeUrl: endpointTypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub,
+					Node: c.repeatedNode, TypeUrl: endpointTypeURL, ResourceNamesSubscribe: sub, ResourceNamesUnsubscribe: unsub,
 				}); err != nil {
 					return err
 				}
 			}
-			if err := st.Send(&discovery.DeltaDiscoveryRequest{
-				TypeUrl: clusterTypeURL, ResponseNonce: resp.GetNonce(),
-			}); err != nil {
+			if err := st.SendMsg(&deltaACK{node: c.nodeBytes, typeURL: clusterTypeURL, nonce: resp.GetNonce()}); err != nil {
 				return err
 			}
 		case endpointTypeURL:
@@ -504,9 +517,7 @@ func (c *client) runDelta(st deltaStream) error {
 					return err
 				}
 			}
-			if err := st.Send(&discovery.DeltaDiscoveryRequest{
-				TypeUrl: endpointTypeURL, ResponseNonce: resp.GetNonce(),
-			}); err != nil {
+			if err := st.SendMsg(&deltaACK{node: c.nodeBytes, typeURL: endpointTypeURL, nonce: resp.GetNonce()}); err != nil {
 				return err
 			}
 		default:

@@ -12,11 +12,14 @@ import (
 type fieldNum = protowire.Number
 
 // Fields of DiscoveryRequest and DeltaDiscoveryRequest the floor server
-// reads.
+// reads and the clients encode (see encodedRequest).
 const (
+	sotwVersionField fieldNum = 1 // version_info
+	sotwNodeField    fieldNum = 2 // node
 	sotwNamesField   fieldNum = 3 // resource_names
 	sotwTypeURLField fieldNum = 4 // type_url
 	sotwNonceField   fieldNum = 5 // response_nonce
+	deltaNodeField   fieldNum = 1 // node
 	deltaTypeURL     fieldNum = 2 // type_url
 	deltaSubField    fieldNum = 3 // resource_names_subscribe
 	deltaUnsubField  fieldNum = 4 // resource_names_unsubscribe

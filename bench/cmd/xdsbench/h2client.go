@@ -133,12 +133,12 @@ func (s *h2Stream[Req, Resp]) flush() error {
 // Send sends req, or queues it behind what waits for the server's window.
 func (s *h2Stream[Req, Resp]) Send(req Req) error { return s.SendMsg(req) }
 
-// SendMsg sends m, a Req or an *edsRequest, as Send does.
+// SendMsg sends m, a Req or an encodedRequest, as Send does.
 func (s *h2Stream[Req, Resp]) SendMsg(m any) error {
 	at := len(s.pending)
 	b := append(s.pending, 0, 0, 0, 0, 0)
 	switch m := m.(type) {
-	case *edsRequest:
+	case encodedRequest:
 		b = m.appendTo(b)
 	case Req:
 		var err error

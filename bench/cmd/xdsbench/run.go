@@ -31,6 +31,7 @@ type options struct {
 	rounds         int
 	client         string // "grpc" or "h2": see fleetConfig
 	node           string // nodeMinimal or nodeEnvoy
+	repeatNode     bool
 	streamsPerConn int
 	readBuffer     int
 	writeBuffer    int
@@ -102,6 +103,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "measured rounds (changes) per server")
 	fs.StringVar(&o.client, "client", o.client, "the clients' HTTP/2 and gRPC: grpc (grpc-go's client) or h2 (a minimal one on each client's goroutine,\nwhich takes less of the CPU shared with the server; one stream per connection)")
 	fs.StringVar(&o.node, "node", o.node, "the clients' node: minimal (an id and a cluster) or envoy (also the user agent, build, client features\nand ~300 extensions, some 40 KB, as an Envoy sends)")
+	fs.BoolVar(&o.repeatNode, "repeat-node", false, "send the node in every request, as an Envoy does unless its config source sets\nset_node_on_first_message_only (default: in the first request only)")
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
@@ -358,7 +360,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	f, initial, err := startFleet(rs.xdsAddr, fleetConfig{
 		clients: o.clients, clusters: o.clusters, delta: mode == "delta", client: o.client,
 		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
-		node: o.node,
+		node: o.node, repeatNode: o.repeatNode,
 	})
 	if err != nil {
 		return fail(err)

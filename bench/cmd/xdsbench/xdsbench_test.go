@@ -22,8 +22,9 @@ func TestMain(m *testing.M) {
 
 // TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
 // this repository), go-control-plane's LinearCache and the floor server, in
-// both modes, with either client, and checks that every client got the
-// initial state and every change.
+// both modes, with either client (the h2 clients repeating an Envoy's
+// node), and checks that every client got the initial state and every
+// change.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds xdsd and starts servers")
@@ -37,6 +38,9 @@ func TestEndToEnd(t *testing.T) {
 func endToEnd(t *testing.T, client string) {
 	o := defaultOptions()
 	o.client = client
+	if client == clientH2 { // one of the runs sends Envoy's node in every request
+		o.node, o.repeatNode = nodeEnvoy, true
+	}
 	o.servers = []string{srvXDSDDir, srvGCPLinear, srvFloor}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
