@@ -64,7 +64,7 @@ func withoutNodeExtensions(req []byte, nodeField protowire.Number) []byte {
 			continue
 		}
 		if out == nil {
-			out = append(make([]byte, 0, len(req)), req[:len(req)-len(b)-len(field)]...)
+			out = append([]byte(nil), req[:len(req)-len(b)-len(field)]...) // not sized for req: the extensions are most of it
 		}
 		out = protowire.AppendTag(out, nodeField, protowire.BytesType)
 		out = protowire.AppendBytes(out, kept)

@@ -44,6 +44,16 @@ func (r *sotwRequest) release() {
 // ProtoReflect lets codecs other than ours decode into msg.
 func (r *sotwRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
 
+// deltaRequest receives an incremental request. With Codec installed it
+// is decoded without its node's extensions (see withoutNodeExtensions);
+// with any other codec, into msg as usual.
+type deltaRequest struct {
+	msg discovery.DeltaDiscoveryRequest
+}
+
+// ProtoReflect lets codecs other than ours decode into msg.
+func (r *deltaRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
+
 // namesDigest identifies a resource_names list by its encoding.
 type namesDigest struct {
 	hash  uint64

@@ -158,19 +158,21 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return protoCodec.Marshal(v)
 }
 
-// Unmarshal decodes data into v; a SotW request keeps its bytes, for the
-// stream to decode (see sotwRequest); an incremental one is decoded without
-// its node's extensions (see withoutNodeExtensions).
+// Unmarshal decodes data into v; a SotW request of an xdsd stream keeps its
+// bytes, for the stream to decode (see sotwRequest); an incremental one is
+// decoded without its node's extensions (see deltaRequest). Anything else,
+// such as the requests of other services on the same gRPC server, is
+// decoded as the proto codec does.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch r := v.(type) {
 	case *sotwRequest:
 		r.buf = data.MaterializeToBuffer(mem.DefaultBufferPool()) // no copy if in one piece
 		r.raw = r.buf.ReadOnlyData()
 		return nil
-	case *discovery.DeltaDiscoveryRequest:
+	case *deltaRequest:
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 		defer buf.Free()
-		return gproto.Unmarshal(withoutNodeExtensions(buf.ReadOnlyData(), deltaReqNodeField), r)
+		return gproto.Unmarshal(withoutNodeExtensions(buf.ReadOnlyData(), deltaReqNodeField), &r.msg)
 	}
 	return protoCodec.Unmarshal(data, v)
 }

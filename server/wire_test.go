@@ -107,8 +107,10 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 	}
 }
 
-// FuzzRawRequest checks the raw request scanner against proto.Unmarshal:
-// the same bytes must decode to the same request, or fail in both.
+// FuzzRawRequest checks the raw request scanner against a decoder of the
+// API's descriptors that does not know the node's extensions (see
+// lenientRequest): the same bytes must decode to the same request, or fail
+// in both.
 func FuzzRawRequest(f *testing.F) {
 	for _, req := range []*discovery.DiscoveryRequest{
 		{},
@@ -125,52 +127,49 @@ func FuzzRawRequest(f *testing.F) {
 		Id: "n", Extensions: []*corev3.Extension{{Name: "e1", Category: "c"}, {Name: "e2"}}, ClientFeatures: []string{"f"}}})
 	f.Add(withExt)
 	f.Add([]byte{0x12, 0x06, 0x0a, 0x01, 'n', 0x4a, 0x01, 0xff}) // node {id: n, extensions: garbage}
+	// node {id: n, extensions: {name: e}, then a cluster cut short}, type URL
+	f.Add([]byte{0x12, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x22, 0x01, 0x74})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var want discovery.DiscoveryRequest
-		wantErr := proto.Unmarshal(data, &want)
+		want := new(discovery.DiscoveryRequest)
+		wantErr := lenientDecode(data, want)
 		r := &sotwRequest{raw: data}
 		_, names, err := r.decode()
 		if err == nil {
 			r.msg.ResourceNames, err = names()
 		}
-		if wantErr != nil && err == nil {
-			// Only what the node's extensions hold goes unchecked.
-			stripped := withoutNodeExtensions(data, sotwReqNodeField)
-			if len(stripped) == len(data) {
-				t.Fatalf("scanner decoded %v, proto.Unmarshal failed: %v", &r.msg, wantErr)
-			}
-			want.Reset()
-			wantErr = proto.Unmarshal(stripped, &want)
-		}
 		if (err == nil) != (wantErr == nil) {
-			t.Fatalf("scanner error %v, proto.Unmarshal error %v", err, wantErr)
+			t.Fatalf("scanner error %v, reference error %v", err, wantErr)
 		}
-		if err == nil && !proto.Equal(&r.msg, &want) {
-			dropExtensions(want.Node)
-			if !proto.Equal(&r.msg, &want) {
-				t.Fatalf("scanner decoded %v, proto.Unmarshal %v", &r.msg, &want)
-			}
+		if err == nil && !proto.Equal(&r.msg, want) {
+			t.Fatalf("scanner decoded %v, reference %v", &r.msg, want)
 		}
 	})
 }
 
-// dropExtensions removes n's extensions, and the unknown fields with their
-// number (a wrong wire type), as withoutNodeExtensions leaves them out.
-func dropExtensions(n *corev3.Node) {
-	if n == nil {
-		return
-	}
-	n.Extensions = nil
-	m := n.ProtoReflect()
-	var kept []byte
-	for b := m.GetUnknown(); len(b) > 0; {
-		num, _, l := protowire.ConsumeField(b)
-		if num != nodeExtensions.Number() {
-			kept = append(kept, b[:l]...)
+// FuzzNodeSkipped holds the other decoders that skip the node's
+// extensions to the same reference as FuzzRawRequest: an incremental
+// request through Codec, and a node repeated in an ACK (nodeDecodes).
+func FuzzNodeSkipped(f *testing.F) {
+	node, _ := proto.Marshal(&corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "e1", Category: "c"}}})
+	f.Add(node)
+	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node))
+	f.Add([]byte{0x0a, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x12, 0x01, 0x74})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := new(discovery.DeltaDiscoveryRequest)
+		wantErr := lenientDecode(data, want)
+		var got deltaRequest
+		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &got)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("delta: codec error %v, reference error %v", err, wantErr)
 		}
-		b = b[l:]
-	}
-	m.SetUnknown(kept)
+		if err == nil && !proto.Equal(&got.msg, want) {
+			t.Fatalf("delta: codec decoded %v, reference %v", &got.msg, want)
+		}
+		wantErr = lenientDecode(data, new(corev3.Node))
+		if ok := (&stream{}).nodeDecodes(data); ok != (wantErr == nil) {
+			t.Fatalf("nodeDecodes = %v, reference error %v", ok, wantErr)
+		}
+	})
 }
 
 // TestNodeExtensionsSkipped checks that requests are decoded without their
@@ -202,10 +201,16 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 		delta := appendString(nil, deltaReqTypeURLField, resource.EndpointType)
 		delta = protowire.AppendBytes(protowire.AppendTag(delta, deltaReqNodeField, protowire.BytesType), nb)
 		delta = appendString(delta, deltaReqNonceField, "7")
-		var d discovery.DeltaDiscoveryRequest
+		var d deltaRequest
 		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d); err != nil ||
-			!proto.Equal(d.Node, wantNode) || d.TypeUrl != resource.EndpointType || d.ResponseNonce != "7" {
-			t.Errorf("delta: %v, %v; want node %v", err, &d, wantNode)
+			!proto.Equal(d.msg.Node, wantNode) || d.msg.TypeUrl != resource.EndpointType || d.msg.ResponseNonce != "7" {
+			t.Errorf("delta: %v, %v; want node %v", err, &d.msg, wantNode)
+		}
+		// Another service's request on the same server is decoded whole.
+		var other discovery.DeltaDiscoveryRequest
+		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &other)
+		if len(nb) == len(nodeBytes) && (err != nil || len(other.Node.GetExtensions()) != 2) {
+			t.Errorf("a plain DeltaDiscoveryRequest: %v, %v", err, &other)
 		}
 		st := &stream{}
 		if !st.nodeDecodes(nb) {
