@@ -5,6 +5,7 @@ import (
 	encproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 )
 
 // edsNames holds a SotW client's EDS subscription encoded once: the
@@ -102,16 +103,25 @@ func bytesSize(num protowire.Number, v []byte) int {
 
 // ackCodec is grpc-go's proto codec that also sends an encodedRequest. It
 // takes the proto codec's place (and name) in this process, so that the
-// requests' content-type stays that of grpc-go's client; the servers this
-// process runs (-servers) marshal through it unchanged.
+// requests' content-type stays that of grpc-go's client. The servers this
+// binary runs (-servers) force xdsd's codec (server.GRPCOptions), not this.
 type ackCodec struct{ encoding.CodecV2 }
+
+// marshalRequest encodes the requests clients do not encode themselves.
+var marshalRequest = proto.MarshalOptions{Deterministic: true}
 
 func init() { encoding.RegisterCodecV2(ackCodec{encoding.GetCodecV2(encproto.Name)}) }
 
 // Marshal encodes an encodedRequest into a buffer from grpc-go's pool (the
-// transport writes it after SendMsg returns, then frees it), and anything
+// transport writes it after SendMsg returns, then frees it), another
+// message deterministically (a node's metadata map is written in the same
+// order every time, as an Envoy repeats its node's bytes), and anything
 // else as the proto codec does.
 func (c ackCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if m, ok := v.(proto.Message); ok {
+		b, err := marshalRequest.Marshal(m)
+		return mem.BufferSlice{mem.SliceBuffer(b)}, err
+	}
 	r, ok := v.(encodedRequest)
 	if !ok {
 		return c.CodecV2.Marshal(v)

@@ -13,7 +13,6 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
 
@@ -138,7 +137,7 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 		if cfg.repeatNode {
 			c.repeatedNode = c.node
 			var err error
-			if c.nodeBytes, err = proto.Marshal(c.node); err != nil {
+			if c.nodeBytes, err = marshalRequest.Marshal(c.node); err != nil {
 				f.stop()
 				return nil, nil, err
 			}

@@ -142,7 +142,7 @@ func (s *h2Stream[Req, Resp]) SendMsg(m any) error {
 		b = m.appendTo(b)
 	case Req:
 		var err error
-		if b, err = (proto.MarshalOptions{}).MarshalAppend(b, m); err != nil {
+		if b, err = marshalRequest.MarshalAppend(b, m); err != nil {
 			return err // nothing queued
 		}
 	default:
