@@ -11,7 +11,7 @@ var nodeExtensions = (&corev3.Node{}).ProtoReflect().Descriptor().Fields().ByNam
 
 // keptNode returns the node a stream keeps from its first request: n
 // without its extensions. An Envoy lists there every extension it was built
-// with, some 300: about 35 KB on the wire and several times that decoded,
+// with, some 300: about 33 KB on the wire and several times that decoded,
 // which the server has no use for and which, kept per stream, would be most
 // of its memory (5,000 Envoy-like clients: 764 MiB instead of 128). The
 // stream's status shows this node, and the cache groups it by this node.
