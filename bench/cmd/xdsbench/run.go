@@ -65,7 +65,7 @@ func defaultOptions() options {
 		node:           nodeMinimal,
 		streamsPerConn: 1,
 		readBuffer:     16 << 10,
-		writeBuffer:    8 << 10,
+		writeBuffer:    32 << 10, // grpc-go's default
 		window:         64 << 10,
 		timeout:        5 * time.Minute,
 		readyTimeout:   time.Minute,
