@@ -115,7 +115,6 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 			}),
 			grpc.WithReadBufferSize(cfg.readBuffer),
 			grpc.WithWriteBufferSize(cfg.writeBuffer),
-			grpc.WithSharedWriteBuffer(true), // an idle connection holds none
 			grpc.WithInitialWindowSize(int32(cfg.window)),
 			grpc.WithInitialConnWindowSize(int32(cfg.window*min(cfg.streamsPerConn, 64))),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)),
