@@ -4,7 +4,9 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"runtime/metrics"
+	"sync"
 	"testing"
 	"time"
 )
@@ -45,6 +47,50 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 	}
 }
 
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// TestTrimHeapReturnsPooledMemory checks that a trim also returns what
+// sync.Pools held: a transport's buffers, put back at the end of a burst
+// (thousands of clients' first requests), survive one collection in the
+// pools' victim caches.
+func TestTrimHeapReturnsPooledMemory(t *testing.T) {
+	// No collection but the trimmer's: one run by the runtime would count
+	// the pool's buffers live (in its victim cache) until the next.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	var pool sync.Pool
+	for range 96 {
+		b := make([]byte, 1<<20)
+		pool.Put(&b)
+	}
+	for range 32 { // the burst's garbage, which makes the trimmer trim
+		sink = append(sink, make([]byte, 1<<20))
+	}
+	sink = nil
+	before := heapObjects()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		trimHeap(ctx, slog.New(slog.DiscardHandler))
+	}()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for heapObjects()+100<<20 > before {
+		if time.Now().After(deadline) {
+			t.Fatalf("the heap holds %d MiB of objects, %d MiB before: the pool's buffers are still there", heapObjects()>>20, before>>20)
+		}
+		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by deadline
+	}
+	runtime.KeepAlive(&pool)
+}
+
 // clock is the time the trimmer tests look at the heap: it moves by
 // trimEvery at each look.
 var clock = time.Unix(1e9, 0)
@@ -73,10 +119,10 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !due(&tr, h) {
 		t.Fatal("no trim once quiet with 32 MiB free")
 	}
-	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20})
+	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
 
-	// Less than the live heap (48 MiB) allocated since the trim: no trim,
-	// however long it stays quiet.
+	// Less than the live heap (48 MiB) allocated since the trim: no trim
+	// before trimGap has passed, however quiet.
 	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20}
 	if look(&tr, some, trimLooks+3) {
 		t.Fatal("trimmed again with less than the live heap allocated since the last trim")
@@ -110,17 +156,23 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !look(&fresh, heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}, trimLooks+1) {
 		t.Fatal("no trim with 24 MiB allocated since the last collection and 1 MiB free")
 	}
-	// Memory freed without allocating (clients leaving): trimmed once
-	// trimAnyway has passed since the last trim.
+	// Memory freed without allocating (clients leaving), or a burst that
+	// ended after a trim in one of its lulls found it live: trimmed once
+	// trimGap and trimShare times the last trim's duration have passed.
 	var left trimmer
-	left.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 20, allocs: 500 << 20})
+	took := 200 * time.Millisecond // trimShare × took: 4 s
+	left.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 20, allocs: 500 << 20}, took)
 	freed := heapLook{free: 40 << 20, objects: 24 << 20, live: 24 << 20, cycles: 21, allocs: 500 << 20}
 	if look(&left, freed, trimLooks+2) {
 		t.Fatal("trimmed again right after a trim, with nothing allocated")
 	}
-	clock = clock.Add(trimAnyway)
+	clock = clock.Add(trimGap)
+	if due(&left, freed) {
+		t.Fatalf("trimmed %v after a trim that took %v", trimGap, took)
+	}
+	clock = clock.Add(trimShare * took)
 	if !due(&left, freed) {
-		t.Fatalf("no trim %v after the last, with 40 MiB free", trimAnyway)
+		t.Fatalf("no trim %v after the last, with 40 MiB free", trimShare*took)
 	}
 	// Too little free, or too small a share of the heap: no trim.
 	for _, h := range []heapLook{
