@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
@@ -28,23 +29,9 @@ func TestTrimHeapReturnsFreedMemory(t *testing.T) {
 	if heapFree() < trimMinFree {
 		t.Skip("the runtime returned the garbage by itself")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		trimHeap(ctx, slog.New(slog.DiscardHandler))
-	}()
-	defer func() {
-		cancel()
-		<-done
-	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for heapFree() >= trimMinFree {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d MiB of freed heap still resident", heapFree()>>20)
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by deadline
-	}
+	trimUntil(t, func() bool { return heapFree() < trimMinFree }, func() string {
+		return fmt.Sprintf("%d MiB of freed heap still resident", heapFree()>>20)
+	})
 }
 
 func heapObjects() uint64 {
@@ -71,24 +58,34 @@ func TestTrimHeapReturnsPooledMemory(t *testing.T) {
 	}
 	sink = nil
 	before := heapObjects()
+	trimUntil(t, func() bool { return heapObjects()+100<<20 <= before }, func() string {
+		return fmt.Sprintf("the heap holds %d MiB of objects, %d MiB before: the pool's buffers are still there", heapObjects()>>20, before>>20)
+	})
+	runtime.KeepAlive(&pool)
+}
+
+// trimUntil runs the trimmer until done reports true, and fails the test
+// with what if that takes more than 10 s. The heap has no event to wait on:
+// it polls.
+func trimUntil(t *testing.T, done func() bool, what func() string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
+	stopped := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(stopped)
 		trimHeap(ctx, slog.New(slog.DiscardHandler))
 	}()
 	defer func() {
 		cancel()
-		<-done
+		<-stopped
 	}()
 	deadline := time.Now().Add(10 * time.Second)
-	for heapObjects()+100<<20 > before {
+	for !done() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the heap holds %d MiB of objects, %d MiB before: the pool's buffers are still there", heapObjects()>>20, before>>20)
+			t.Fatal(what())
 		}
 		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by deadline
 	}
-	runtime.KeepAlive(&pool)
 }
 
 // clock is the time the trimmer tests look at the heap: it moves by
