@@ -24,8 +24,8 @@ const (
 	trimMinRatio = 0.25                  // and at least this share of the heap's objects
 	trimQuiet    = 512 << 10             // allocated since the last look: at most this
 	trimIdleCPU  = 5 * time.Millisecond  // CPU used since the last look: at most this (a tenth)
-	trimGap      = time.Second           // since the last trim: trim without new allocation,
-	trimShare    = 20                    // once at least this many times as long as it took
+	trimGap      = time.Second           // since a trim followed by work: trim without new allocation,
+	trimShare    = 20                    // once at least this many times the trim's cost
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
@@ -61,9 +61,12 @@ func trimHeap(ctx context.Context, log *slog.Logger) {
 				runtime.GC()
 				debug.FreeOSMemory()
 				after := look()
-				tr.trimmed(now, after, time.Since(now))
+				// The cost: the process's CPU (the collections use every
+				// core), or the time where that is unknown.
+				took := max(time.Since(now), after.cpu-h.cpu)
+				tr.trimmed(now, after, took)
 				log.Debug("returned freed heap to the OS", "reclaimable_mib", h.reclaimable()>>20, "heap_mib", after.objects>>20,
-					"took", time.Since(now).Round(time.Millisecond))
+					"took", took.Round(time.Millisecond))
 			}
 		}
 	}
@@ -89,40 +92,44 @@ func (h heapLook) reclaimable() uint64 {
 // over: for trimLooks looks in a row, no collection has run, at most
 // trimQuiet bytes were allocated and at most trimIdleCPU was used since the
 // previous look (a server waiting for its clients in the middle of a burst
-// allocates little, but still works). A trim forces a
-// collection, so there is at most one per heap's worth of allocation (what
-// the heap held live after the last trim): trimming never costs more than
-// the collections the runtime runs anyway, however often bursts come. Or
-// else, once trimGap and trimShare times the last trim's duration have
-// passed since it: then trimming takes at most a twentieth of the time,
-// and a trim in a lull of a burst, which found the burst's requests live,
-// does not hold off the trim at its end (5,000 clients sending an Envoy's
-// 33 KB node: 360 MiB resident instead of 140), nor is memory freed
-// without allocating (many clients leaving) kept. Its zero value is ready.
+// allocates little, but still works). A trim forces two collections, so
+// there is at most one per heap's worth of allocation (what the heap held
+// live after the last trim): trimming costs at most twice the collections
+// the runtime runs anyway, however often bursts come. One exception: when
+// the process worked again after a trim (the trim came in a lull of a
+// burst, and may have found the burst's requests live; or clients left,
+// freeing memory without allocating), the next trim may also come once
+// trimGap and trimShare times the last trim's cost (its CPU) have passed,
+// so that such trims take at most a twentieth of the CPU. Without it,
+// 5,000 clients sending an Envoy's 33 KB node left 360 MiB resident
+// instead of 140 until as much again was allocated. A process that stays
+// quiet while it allocates, a trickle at a time, is held to the first
+// rule. Its zero value is ready.
 type trimmer struct {
 	last       heapLook      // at the previous look
 	quiet      int           // quiet looks in a row
 	atTrim     heapLook      // after the last trim
 	trimmedAt  time.Time     // when
-	took       time.Duration // how long it took
+	took       time.Duration // what it cost
 	hasTrimmed bool          // a trim has run
+	worked     bool          // a look since the last trim was not quiet
 }
 
 func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	if h.cycles == tr.last.cycles && h.allocs-tr.last.allocs <= trimQuiet && h.cpu-tr.last.cpu <= trimIdleCPU {
 		tr.quiet++
 	} else {
-		tr.quiet = 0
+		tr.quiet, tr.worked = 0, true
 	}
 	tr.last = h
 	r := h.reclaimable()
 	paid := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live) ||
-		now.Sub(tr.trimmedAt) >= max(trimGap, trimShare*tr.took)
+		tr.worked && now.Sub(tr.trimmedAt) >= max(trimGap, trimShare*tr.took)
 	return tr.quiet >= trimLooks && r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects) && paid
 }
 
-// trimmed records a trim that started at now and took took, h being the
+// trimmed records a trim that started at now and cost took, h being the
 // heap after it.
 func (tr *trimmer) trimmed(now time.Time, h heapLook, took time.Duration) {
-	tr.last, tr.atTrim, tr.trimmedAt, tr.took, tr.hasTrimmed, tr.quiet = h, h, now, took, true, 0
+	tr.last, tr.atTrim, tr.trimmedAt, tr.took, tr.hasTrimmed, tr.quiet, tr.worked = h, h, now, took, true, 0, false
 }

@@ -53,7 +53,7 @@ func TestTrimHeapReturnsPooledMemory(t *testing.T) {
 		b := make([]byte, 1<<20)
 		pool.Put(&b)
 	}
-	for range 32 { // the burst's garbage, which makes the trimmer trim
+	for range 32 { // the burst's garbage: with the pool's buffers, more than the 100 MiB checked below
 		sink = append(sink, make([]byte, 1<<20))
 	}
 	sink = nil
@@ -118,8 +118,20 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	}
 	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
 
-	// Less than the live heap (48 MiB) allocated since the trim: no trim
-	// before trimGap has passed, however quiet.
+	// Less than the live heap (48 MiB) allocated since a trim, quiet all
+	// along (a trickle): no trim, however long it stays so.
+	var tt trimmer
+	tt.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
+	trickle := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}
+	for range 20 {
+		trickle.allocs += trimQuiet / 2
+		clock = clock.Add(time.Minute)
+		if due(&tt, trickle) {
+			t.Fatal("trimmed again with less than the live heap allocated since the last trim, quiet all along")
+		}
+	}
+	// The same, with work since the trim: no trim before trimGap.
+	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
 	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20}
 	if look(&tr, some, trimLooks+3) {
 		t.Fatal("trimmed again with less than the live heap allocated since the last trim")
@@ -153,23 +165,26 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !look(&fresh, heapLook{free: 1 << 20, objects: 64 << 20, live: 40 << 20, cycles: 3}, trimLooks+1) {
 		t.Fatal("no trim with 24 MiB allocated since the last collection and 1 MiB free")
 	}
-	// Memory freed without allocating (clients leaving), or a burst that
-	// ended after a trim in one of its lulls found it live: trimmed once
-	// trimGap and trimShare times the last trim's duration have passed.
-	var left trimmer
-	took := 200 * time.Millisecond // trimShare × took: 4 s
-	left.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 20, allocs: 500 << 20}, took)
-	freed := heapLook{free: 40 << 20, objects: 24 << 20, live: 24 << 20, cycles: 21, allocs: 500 << 20}
-	if look(&left, freed, trimLooks+2) {
-		t.Fatal("trimmed again right after a trim, with nothing allocated")
-	}
-	clock = clock.Add(trimGap)
-	if due(&left, freed) {
-		t.Fatalf("trimmed %v after a trim that took %v", trimGap, took)
-	}
-	clock = clock.Add(trimShare * took)
-	if !due(&left, freed) {
-		t.Fatalf("no trim %v after the last, with 40 MiB free", trimShare*took)
+	// Memory freed without allocating (clients leaving: a collection ran
+	// since the trim), or a burst that went on after a trim in one of its
+	// lulls: trimmed once trimGap, and trimShare times the last trim's
+	// cost, have passed since it.
+	for _, took := range []time.Duration{10 * time.Millisecond, 200 * time.Millisecond} {
+		var left trimmer
+		at := clock
+		left.trimmed(at, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 20, allocs: 500 << 20}, took)
+		freed := heapLook{free: 40 << 20, objects: 24 << 20, live: 24 << 20, cycles: 21, allocs: 500 << 20}
+		if look(&left, freed, trimLooks+2) {
+			t.Fatal("trimmed again right after a trim, with nothing allocated")
+		}
+		gap := max(trimGap, trimShare*took)
+		clock = at.Add(gap - 2*trimEvery) // due adds one trimEvery
+		if due(&left, freed) {
+			t.Fatalf("trimmed %v after a trim that cost %v", clock.Sub(at), took)
+		}
+		if !due(&left, freed) {
+			t.Fatalf("no trim %v after a trim that cost %v, with 40 MiB free", clock.Sub(at), took)
+		}
 	}
 	// Too little free, or too small a share of the heap: no trim.
 	for _, h := range []heapLook{
