@@ -23,7 +23,7 @@ func encodeEDSNames(names []string) edsNames {
 		b = protowire.AppendTag(b, sotwNamesField, protowire.BytesType)
 		b = protowire.AppendString(b, n)
 	}
-	return appendString(b, sotwTypeURLField, endpointTypeURL)
+	return appendField(b, sotwTypeURLField, endpointTypeURL)
 }
 
 // encodedRequest is a request the client encodes itself, as proto.Marshal
@@ -43,15 +43,15 @@ type edsRequest struct {
 }
 
 func (r *edsRequest) size() int {
-	return len(r.names) + stringSize(sotwVersionField, r.version) + bytesSize(sotwNodeField, r.node) +
-		stringSize(sotwNonceField, r.nonce)
+	return len(r.names) + fieldSize(sotwVersionField, r.version) + fieldSize(sotwNodeField, r.node) +
+		fieldSize(sotwNonceField, r.nonce)
 }
 
 func (r *edsRequest) appendTo(b []byte) []byte {
-	b = appendString(b, sotwVersionField, r.version)
-	b = appendBytes(b, sotwNodeField, r.node)
+	b = appendField(b, sotwVersionField, r.version)
+	b = appendField(b, sotwNodeField, r.node)
 	b = append(b, r.names...)
-	return appendString(b, sotwNonceField, r.nonce)
+	return appendField(b, sotwNonceField, r.nonce)
 }
 
 // deltaACK is an incremental ACK, with an encoded node if set.
@@ -61,41 +61,28 @@ type deltaACK struct {
 }
 
 func (r *deltaACK) size() int {
-	return bytesSize(deltaNodeField, r.node) + stringSize(deltaTypeURL, r.typeURL) + stringSize(deltaNonceField, r.nonce)
+	return fieldSize(deltaNodeField, r.node) + fieldSize(deltaTypeURL, r.typeURL) + fieldSize(deltaNonceField, r.nonce)
 }
 
 func (r *deltaACK) appendTo(b []byte) []byte {
-	b = appendBytes(b, deltaNodeField, r.node)
-	b = appendString(b, deltaTypeURL, r.typeURL)
-	return appendString(b, deltaNonceField, r.nonce)
+	b = appendField(b, deltaNodeField, r.node)
+	b = appendField(b, deltaTypeURL, r.typeURL)
+	return appendField(b, deltaNonceField, r.nonce)
 }
 
-// appendString and appendBytes append field num holding v, unless v is
-// empty (nil for bytes), as proto.Marshal leaves an unset field out;
-// stringSize and bytesSize are the lengths they append.
-func appendString(b []byte, num protowire.Number, v string) []byte {
-	if v == "" {
+// appendField appends field num holding v, unless v is empty, as
+// proto.Marshal leaves an unset string out (a node, when set, is never
+// empty); fieldSize is the length it appends.
+func appendField[T ~string | ~[]byte](b []byte, num protowire.Number, v T) []byte {
+	if len(v) == 0 {
 		return b
 	}
-	return protowire.AppendString(protowire.AppendTag(b, num, protowire.BytesType), v)
+	b = protowire.AppendVarint(protowire.AppendTag(b, num, protowire.BytesType), uint64(len(v)))
+	return append(b, v...)
 }
 
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	if v == nil {
-		return b
-	}
-	return protowire.AppendBytes(protowire.AppendTag(b, num, protowire.BytesType), v)
-}
-
-func stringSize(num protowire.Number, v string) int {
-	if v == "" {
-		return 0
-	}
-	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
-}
-
-func bytesSize(num protowire.Number, v []byte) int {
-	if v == nil {
+func fieldSize[T ~string | ~[]byte](num protowire.Number, v T) int {
+	if len(v) == 0 {
 		return 0
 	}
 	return protowire.SizeTag(num) + protowire.SizeBytes(len(v))
