@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -131,6 +132,21 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 type transition struct {
 	sameKeys bool                          // the later snapshot has the same names
 	changed  map[string]*resource.Resource // names whose resource differs, and their new one
+	// items are the upserts that make the move, one per changed resource
+	// in the snapshot's order (if sameKeys): shared by every stream that
+	// makes it, so read only, and full (an append copies).
+	items []item
+	// covered caches coveredBy's answer for the last list it was asked
+	// about.
+	covered atomic.Pointer[coverage]
+}
+
+// coverage is coveredBy's answer for the list that starts at first and has
+// n keys.
+type coverage struct {
+	first *string
+	n     int
+	ok    bool
 }
 
 // transitionOf returns the transition from the canonical list c to snap's
@@ -145,10 +161,59 @@ func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transit
 				tr.sameKeys = false
 			case rs[i].Version != c.rs[i].Version:
 				tr.changed[rs[i].Name] = rs[i]
+				tr.items = append(tr.items, item{key: rs[i].Name, res: rs[i]})
 			}
 		}
+		tr.items = slices.Clip(tr.items)
 		return tr
 	}).(*transition)
+}
+
+// coveredBy reports whether keys, a list of changed keys the cache shares
+// between streams, names every resource the transition changes. The answer
+// for the last list asked about is kept, so the streams that make the move
+// after one publication compute it once.
+func (tr *transition) coveredBy(keys []string) bool {
+	if len(keys) < len(tr.changed) {
+		return false
+	}
+	if len(tr.changed) == 0 {
+		return true
+	}
+	if c := tr.covered.Load(); c != nil && c.first == &keys[0] && c.n == len(keys) {
+		return c.ok
+	}
+	found := make(map[string]bool, len(tr.changed))
+	for _, k := range keys {
+		if tr.changed[k] != nil {
+			found[k] = true
+		}
+	}
+	ok := len(found) == len(tr.changed)
+	tr.covered.Store(&coverage{first: &keys[0], n: len(keys), ok: ok})
+	return ok
+}
+
+// sharedWork returns the work of a stream whose list is shared (l.shared)
+// and in scope whole (every key named, or the stream a wildcard), when that
+// work is to send exactly what changed since the list's snapshot: the
+// transition's items, computed once for all such streams. Check by check,
+// evaluate would come to the same upserts (in another order) and nothing
+// else: with the same names, a key of the list is in scope, held, not to be
+// resent and not dropped, so it is upserted if and only if its version
+// changed; a key not in the list is an alias, which is out of scope. That
+// holds if the stream re-evaluates every key, or if its changed keys cover
+// every change. ok is false in any other case.
+func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool, dirty [][]string) (w work, ok bool) {
+	c := l.shared
+	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) {
+		return work{}, false
+	}
+	tr := transitionOf(snap, t, c)
+	if !tr.sameKeys || (!reeval && (len(dirty) != 1 || !tr.coveredBy(dirty[0]))) {
+		return work{}, false
+	}
+	return work{upserts: tr.items}, true
 }
 
 // advance moves a shared list to snap's canonical list of t if sending
@@ -162,9 +227,11 @@ func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item
 	if !tr.sameKeys || len(tr.changed) != len(upserts) {
 		return false
 	}
-	for _, it := range upserts {
-		if it.alias || it.res == nil || tr.changed[it.key] != it.res {
-			return false
+	if &upserts[0] != &tr.items[0] { // not sharedWork's
+		for _, it := range upserts {
+			if it.alias || it.res == nil || tr.changed[it.key] != it.res {
+				return false
+			}
 		}
 	}
 	c := canonicalOf(snap, t, l.shared.flags)

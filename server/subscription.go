@@ -198,7 +198,7 @@ type item struct {
 
 // work is what a type has to send against a snapshot.
 type work struct {
-	upserts  []item
+	upserts  []item   // may be shared between streams (sharedWork): read only
 	removals []string // held keys whose resource is gone
 }
 
@@ -206,13 +206,29 @@ type work struct {
 // client no longer subscribes to, and, for SotW types that cannot express
 // removal, resources that are gone. delta selects the incremental rules.
 func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
+	if w, ok := ts.sharedWork(snap, ts.t, ts.wildcard, ts.reeval, ts.dirty); ok {
+		return w
+	}
+	return ts.evaluateEach(snap, delta)
+}
+
+// evaluateEach is evaluate key by key.
+func (ts *typeState) evaluateEach(snap *cache.Snapshot, delta bool) work {
 	var w work
 	upsert := func(it item) {
-		if w.upserts == nil && ts.reeval {
-			// Sized for everything at once: a new stream's first response.
-			n := len(ts.keys)
-			if ts.wildcard {
-				n += snap.Len(ts.t)
+		if w.upserts == nil {
+			// Sized for everything at once: a new stream's first
+			// response, or every changed key.
+			n := 0
+			if ts.reeval {
+				n = len(ts.keys)
+				if ts.wildcard {
+					n += snap.Len(ts.t)
+				}
+			} else {
+				for _, keys := range ts.dirty {
+					n += len(keys)
+				}
 			}
 			w.upserts = make([]item, 0, n)
 		}

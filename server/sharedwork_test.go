@@ -1,0 +1,141 @@
+package server
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/resource"
+)
+
+// TestSharedWorkMatchesEachKey: for streams that share a list, the work
+// evaluate takes from the transition (sharedWork) is the work it would
+// compute key by key, and settling it leaves the stream holding the same.
+// Snapshots change versions, add and remove clusters and rebuild some
+// unchanged; streams are wildcards or name every cluster, are told every
+// change, part of it, or several publications' worth, or re-evaluate all.
+func TestSharedWorkMatchesEachKey(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	cluster := func(name string, v int) *resource.Resource {
+		return resource.MustNew(&clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Duration(v+1) * time.Second)})
+	}
+	fast := 0
+	for trial := range 400 {
+		n := 1 + rng.IntN(8)
+		versions := map[string]int{}
+		built := map[string]*resource.Resource{}
+		for i := range n {
+			name := fmt.Sprintf("c%d", i)
+			versions[name] = 0
+			built[name] = cluster(name, 0)
+		}
+		snapshot := func() *cache.Snapshot {
+			names := slices.Sorted(maps.Keys(versions))
+			rs := make([]*resource.Resource, len(names))
+			for i, name := range names {
+				rs[i] = built[name]
+			}
+			return cache.MustSnapshot(rs...)
+		}
+		delta := rng.IntN(2) == 0
+		ts := newTypeState(cdsType)
+		ts.active = true
+		if rng.IntN(2) == 0 {
+			ts.subscribe([]string{"*"}, nil, true)
+		} else {
+			ts.subscribe(slices.Sorted(maps.Keys(versions)), nil, true)
+		}
+		snap := snapshot()
+		ts.settle(ts.evaluate(snap, delta), true, snap)
+		for step := range 6 {
+			old := snap
+			for name := range versions {
+				switch rng.IntN(6) {
+				case 0, 1:
+					versions[name]++
+					built[name] = cluster(name, versions[name])
+				case 2:
+					built[name] = cluster(name, versions[name]) // rebuilt, unchanged
+				}
+			}
+			if rng.IntN(8) == 0 { // a cluster added, or one removed
+				name := fmt.Sprintf("c%d", 8+rng.IntN(4))
+				if _, ok := versions[name]; ok {
+					delete(versions, name)
+					delete(built, name)
+				} else {
+					versions[name] = 0
+					built[name] = cluster(name, 0)
+				}
+			}
+			snap = snapshot()
+			keys := snap.Diff(old)[cdsType]
+			switch rng.IntN(5) {
+			case 0: // told part of it
+				if len(keys) > 0 {
+					keys = keys[:rng.IntN(len(keys))]
+				}
+				ts.markDirty(keys)
+			case 1: // two publications' worth
+				half := rng.IntN(len(keys) + 1)
+				ts.markDirty(keys[:half])
+				ts.markDirty(keys[half:])
+			case 2:
+				ts.reeval = true
+			default:
+				ts.markDirty(keys)
+			}
+			each := ts.copyForTest()
+			_, shared := ts.sharedWork(snap, ts.t, ts.wildcard, ts.reeval, ts.dirty)
+			if shared {
+				fast++
+			}
+			got, want := ts.evaluate(snap, delta), each.evaluateEach(snap, delta)
+			where := fmt.Sprintf("trial %d step %d (shared work %v)", trial, step, shared)
+			if g, w := itemSet(got.upserts), itemSet(want.upserts); !maps.Equal(g, w) {
+				t.Fatalf("%s: upserts %v, key by key %v", where, g, w)
+			}
+			if g, w := slices.Sorted(slices.Values(got.removals)), slices.Sorted(slices.Values(want.removals)); !slices.Equal(g, w) {
+				t.Fatalf("%s: removals %v, key by key %v", where, g, w)
+			}
+			ts.settle(got, true, snap)
+			each.settle(want, true, snap)
+			if g, w := maps.Collect(ts.held()), maps.Collect(each.held()); !maps.Equal(g, w) {
+				t.Fatalf("%s: holds %v, key by key %v", where, g, w)
+			}
+			if ts.version() != each.version() {
+				t.Fatalf("%s: version %s, key by key %s", where, ts.version(), each.version())
+			}
+		}
+	}
+	if fast < 200 {
+		t.Fatalf("only %d steps took the shared work: the test does not exercise it", fast)
+	}
+}
+
+// copyForTest returns a copy of ts that changes independently of it: a
+// shared list is copied before any change, and an owned one is cloned.
+func (ts *typeState) copyForTest() *typeState {
+	c := *ts
+	if c.shared == nil {
+		c.keys = slices.Clone(c.keys)
+	}
+	c.dirty = slices.Clone(c.dirty)
+	return &c
+}
+
+// itemSet maps an upsert's key to its resource.
+func itemSet(items []item) map[string]*resource.Resource {
+	m := make(map[string]*resource.Resource, len(items))
+	for _, it := range items {
+		m[it.key] = it.res
+	}
+	return m
+}
