@@ -6,8 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -116,7 +119,7 @@ func IsConfigFile(rel string) bool {
 func (l *Loader) Load() (*Result, error) {
 	l.last = nil // files change below: only a successful assemble sets it again
 	seen := make(map[string]bool)
-	reread := 0
+	var stale []*reading
 	err := fs.WalkDir(l.fsys, ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -137,17 +140,20 @@ func (l *Loader) Load() (*Result, error) {
 			}
 			return err
 		}
-		read, exists, err := l.refresh(rel, info)
-		if exists {
-			seen[rel] = true
+		seen[rel] = true
+		if r := l.stale(rel, info); r != nil {
+			stale = append(stale, r)
 		}
-		reread += read
-		return err
+		return nil
 	})
+	reread := 0
+	if err == nil {
+		reread, err = l.storeAll(stale)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", l.name, err)
 	}
-	for rel := range l.files {
+	for rel := range l.files { // a file gone since it was listed is gone from files too
 		if !seen[rel] {
 			l.removeFile(rel)
 		}
@@ -159,6 +165,23 @@ func (l *Loader) Load() (*Result, error) {
 	return res, err
 }
 
+// storeAll reads the files rs (readAll) and stores what it found in their
+// order, up to the first error. It returns how many files it read (not
+// gone).
+func (l *Loader) storeAll(rs []*reading) (int, error) {
+	l.readAll(rs)
+	read := 0
+	for _, r := range rs {
+		if err := l.store(r); err != nil {
+			return read, err
+		}
+		if !r.gone {
+			read++
+		}
+	}
+	return read, nil
+}
+
 // Reload is Load for a set of paths (relative to the directory) known to
 // be the only ones that may have changed, as a file watcher reports them:
 // it looks at those alone, without walking the directory. Paths that are
@@ -168,33 +191,46 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 	last := l.last
 	l.last = nil // files change below: only a successful update or assemble sets it again
 	files := len(l.files)
-	reread := 0
-	before := make(map[string]*fileState, len(paths)) // what changed files held
+	var stale []*reading
+	listed := make(map[string]bool, len(paths))
 	for _, rel := range paths {
 		rel = filepath.ToSlash(filepath.Clean(rel))
-		if !IsConfigFile(rel) {
+		if !IsConfigFile(rel) || listed[rel] {
 			continue
 		}
+		listed[rel] = true
 		info, err := fs.Stat(l.fsys, rel)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				l.removeFile(rel)
 				continue
 			}
+			// The files listed before it are read all the same: the
+			// watcher does not report them again.
+			if _, serr := l.storeAll(stale); serr != nil {
+				err = serr
+			}
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
 		if info.IsDir() {
 			return l.Load()
 		}
-		old := l.files[rel]
-		read, _, err := l.refresh(rel, info)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", l.name, err)
+		if r := l.stale(rel, info); r != nil {
+			stale = append(stale, r)
 		}
-		if _, again := before[rel]; read > 0 && !again {
-			before[rel] = old
+	}
+	before := make(map[string]*fileState, len(stale)) // what changed files held
+	for _, r := range stale {
+		before[r.rel] = l.files[r.rel]
+	}
+	reread, err := l.storeAll(stale)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", l.name, err)
+	}
+	for rel := range before {
+		if l.files[rel] == nil { // gone since it was listed
+			delete(before, rel)
 		}
-		reread += read
 	}
 	if len(l.files) != files {
 		last = nil // a file was removed: resources went with it
@@ -252,28 +288,77 @@ func (l *Loader) update(last *assembly, before map[string]*fileState) (*Result, 
 	return &res, nil
 }
 
-// refresh reads and parses the file rel, whose current information is
-// info, unless it is unchanged since it was last read. It returns how many
-// files it read (0 or 1) and whether the file still exists.
-func (l *Loader) refresh(rel string, info fs.FileInfo) (read int, exists bool, err error) {
+// reading is a file to read again: it changed since it was last read.
+type reading struct {
+	rel   string
+	stamp stamp
+	// What reading found.
+	entries []entry
+	probs   []Problem
+	gone    bool  // removed since it was listed
+	err     error // another error reading it
+}
+
+// stale returns a reading of the file rel, whose current information is
+// info, or nil if it is unchanged since it was last read.
+func (l *Loader) stale(rel string, info fs.FileInfo) *reading {
 	st := stampOf(info)
 	if f := l.files[rel]; f != nil && f.stamp == st {
-		return 0, true, nil
+		return nil
 	}
-	data, err := fs.ReadFile(l.fsys, rel)
-	if errors.Is(err, fs.ErrNotExist) {
-		l.removeFile(rel) // removed since it was listed
-		return 0, false, nil
+	return &reading{rel: rel, stamp: st}
+}
+
+// readAll reads and parses the files rs, several at once: parsing (YAML,
+// JSON, the resources' own validation) is nearly all of a reload's cost,
+// files do not depend on one another, and an operator's change may touch
+// hundreds of them. It changes nothing in the loader.
+func (l *Loader) readAll(rs []*reading) {
+	read := func(r *reading) {
+		data, err := fs.ReadFile(l.fsys, r.rel)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			r.gone = true
+		case err != nil:
+			r.err = err
+		default:
+			r.entries, r.probs = parseFile(r.rel, data)
+		}
 	}
-	if err != nil {
-		return 0, true, err
+	workers := min(runtime.GOMAXPROCS(0), len(rs))
+	if workers <= 1 {
+		for _, r := range rs {
+			read(r)
+		}
+		return
 	}
-	entries, probs := parseFile(rel, data)
-	if _, ok := l.files[rel]; !ok {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(rs)); i = next.Add(1) - 1 {
+				read(rs[i])
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// store records what reading r found: the file's new contents, or that it
+// is gone.
+func (l *Loader) store(r *reading) error {
+	switch {
+	case r.gone:
+		l.removeFile(r.rel)
+		return nil
+	case r.err != nil:
+		return r.err
+	}
+	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil
 	}
-	l.files[rel] = &fileState{stamp: st, entries: entries, probs: probs}
-	return 1, true, nil
+	l.files[r.rel] = &fileState{stamp: r.stamp, entries: r.entries, probs: r.probs}
+	return nil
 }
 
 func stampOf(info fs.FileInfo) stamp {

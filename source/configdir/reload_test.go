@@ -93,6 +93,38 @@ func TestReloadMatchesLoad(t *testing.T) {
 	if got, err := l.Reload(nil); err != nil || len(got.Resources) != 10 {
 		t.Fatalf("reload of nothing: %v, %d resources", err, len(got.Resources))
 	}
+
+	// Many files at once, read side by side: a change to every one, then
+	// one broken among them (the problems Load finds, in its order), then
+	// files added and removed with others changed.
+	var many []string
+	for i := range 40 {
+		p := fmt.Sprintf("many/m%02d.yaml", i)
+		write(t, dir, p, clusterYAML(fmt.Sprintf("m%02d", i), 100+i))
+		many = append(many, p)
+	}
+	check("forty files added", many...)
+	for i, p := range many {
+		write(t, dir, p, clusterYAML(fmt.Sprintf("m%02d", i), 200+i))
+	}
+	check("forty files changed", many...)
+	for i, p := range many {
+		body := clusterYAML(fmt.Sprintf("m%02d", i), 300+i)
+		if i%13 == 5 {
+			body = "resources: ["
+		}
+		write(t, dir, p, body)
+	}
+	check("three of forty broken", many...)
+	for i, p := range many {
+		write(t, dir, p, clusterYAML(fmt.Sprintf("m%02d", i), 400+i))
+	}
+	for _, p := range many[30:] {
+		if err := os.Remove(filepath.Join(dir, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("forty mended, ten of them removed", append(many, many[35])...)
 }
 
 // failFS is a directory whose files named in fail cannot be opened.

@@ -2,6 +2,7 @@ package configdir
 
 import (
 	"context"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -52,7 +53,11 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			res, err = l.Reload(paths)
 		}
 		clear(changed)
-		full = false
+		// A read that failed (not a configuration with problems, whose
+		// files were all read) may have left changed files unread: the
+		// next load walks the directory and reads whatever changed.
+		var problems *Error
+		full = err != nil && !errors.As(err, &problems)
 		if err != nil {
 			reject(err)
 			return
