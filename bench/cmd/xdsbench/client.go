@@ -104,7 +104,7 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 	}
 	dialer := &net.Dialer{}
 	for range nconns {
-		cc, err := grpc.NewClient("passthrough:///"+addr,
+		opts := []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
 				c, err := dialer.DialContext(ctx, "tcp", a)
@@ -115,10 +115,13 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 			}),
 			grpc.WithReadBufferSize(cfg.readBuffer),
 			grpc.WithWriteBufferSize(cfg.writeBuffer),
-			grpc.WithInitialWindowSize(int32(cfg.window)),
-			grpc.WithInitialConnWindowSize(int32(cfg.window*min(cfg.streamsPerConn, 64))),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1<<30)),
-		)
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+		}
+		if cfg.window > 0 { // else grpc-go's default: windows sized by its bandwidth probe's pings
+			opts = append(opts, grpc.WithInitialWindowSize(int32(cfg.window)),
+				grpc.WithInitialConnWindowSize(int32(cfg.window*min(cfg.streamsPerConn, 64))))
+		}
+		cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 		if err != nil {
 			f.stop()
 			return nil, nil, fmt.Errorf("dial %s: %w", addr, err)

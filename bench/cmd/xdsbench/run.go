@@ -107,7 +107,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
-	fs.IntVar(&o.window, "window", o.window, "client HTTP/2 initial stream window, bytes (at least 65535)")
+	fs.IntVar(&o.window, "window", o.window, "client HTTP/2 initial stream window, bytes (at least 65535); 0: grpc-go's default, "+
+		"which sizes the windows by pinging the server each time data arrives (grpc clients only)")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole run; then everything stops")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", o.readyTimeout, "bound on a server's start")
 	fs.DurationVar(&o.syncTimeout, "sync-timeout", o.syncTimeout, "bound on the initial sync of all clients")
@@ -171,8 +172,10 @@ func (o *options) check() error {
 		return errors.New("no server or no mode")
 	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1:
 		return errors.New("-clients, -clusters, -endpoints and -streams-per-conn must be at least 1, -rounds at least 0")
-	case o.window < 65535 || o.window > 1<<31-1:
-		return errors.New("-window must be between 65535 and 2147483647")
+	case o.window != 0 && (o.window < 65535 || o.window > 1<<31-1):
+		return errors.New("-window must be 0 or between 65535 and 2147483647")
+	case o.window == 0 && o.client == clientH2:
+		return errors.New("-window 0 is for grpc clients")
 	case o.client != clientGRPC && o.client != clientH2:
 		return fmt.Errorf("-client: %q is not %s or %s", o.client, clientGRPC, clientH2)
 	case o.node != nodeMinimal && o.node != nodeEnvoy:
