@@ -206,11 +206,11 @@ func (tr *transition) coveredBy(keys []string) bool {
 // every change. ok is false in any other case.
 func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool, dirty [][]string) (w work, ok bool) {
 	c := l.shared
-	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) {
+	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) || (!reeval && len(dirty) != 1) {
 		return work{}, false
 	}
 	tr := transitionOf(snap, t, c)
-	if !tr.sameKeys || (!reeval && (len(dirty) != 1 || !tr.coveredBy(dirty[0]))) {
+	if !tr.sameKeys || (!reeval && !tr.coveredBy(dirty[0])) {
 		return work{}, false
 	}
 	return work{upserts: tr.items}, true

@@ -20,7 +20,8 @@ import (
 // compute key by key, and settling it leaves the stream holding the same.
 // Snapshots change versions, add and remove clusters and rebuild some
 // unchanged; streams are wildcards or name every cluster, are told every
-// change, part of it, or several publications' worth, or re-evaluate all.
+// change, part of it, another key in place of one, or several
+// publications' worth, or re-evaluate all.
 func TestSharedWorkMatchesEachKey(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	cluster := func(name string, v int) *resource.Resource {
@@ -77,10 +78,17 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 			}
 			snap = snapshot()
 			keys := snap.Diff(old)[cdsType]
-			switch rng.IntN(5) {
+			switch rng.IntN(6) {
 			case 0: // told part of it
 				if len(keys) > 0 {
 					keys = keys[:rng.IntN(len(keys))]
+				}
+				ts.markDirty(keys)
+			case 5: // told as many keys, one of them not a change
+				if len(keys) > 0 {
+					keys = slices.Clone(keys)
+					keys[rng.IntN(len(keys))] = "unchanged"
+					slices.Sort(keys)
 				}
 				ts.markDirty(keys)
 			case 1: // two publications' worth

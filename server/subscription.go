@@ -217,18 +217,18 @@ func (ts *typeState) evaluateEach(snap *cache.Snapshot, delta bool) work {
 	var w work
 	upsert := func(it item) {
 		if w.upserts == nil {
-			// Sized for everything at once: a new stream's first
-			// response, or every changed key.
-			n := 0
-			if ts.reeval {
-				n = len(ts.keys)
-				if ts.wildcard {
-					n += snap.Len(ts.t)
-				}
-			} else {
+			// Sized for everything at once (a new stream's first
+			// response), or for every changed key it may hold.
+			n := len(ts.keys)
+			if ts.wildcard {
+				n += snap.Len(ts.t)
+			}
+			if !ts.reeval {
+				changed := 0
 				for _, keys := range ts.dirty {
-					n += len(keys)
+					changed += len(keys)
 				}
+				n = min(n, changed)
 			}
 			w.upserts = make([]item, 0, n)
 		}

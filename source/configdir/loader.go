@@ -92,7 +92,8 @@ type Result struct {
 func NewLoader(dir string) *Loader { return NewFSLoader(os.DirFS(dir), dir) }
 
 // NewFSLoader returns a loader for a file system (an embedded
-// configuration, say); name is how errors refer to it.
+// configuration, say); name is how errors refer to it. The loader reads
+// several files of fsys at once.
 func NewFSLoader(fsys fs.FS, name string) *Loader {
 	return &Loader{fsys: fsys, name: name, files: make(map[string]*fileState)}
 }
@@ -205,11 +206,9 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 				l.removeFile(rel)
 				continue
 			}
-			// The files listed before it are read all the same: the
-			// watcher does not report them again.
-			if _, serr := l.storeAll(stale); serr != nil {
-				err = serr
-			}
+			// The files listed before it are read all the same, as
+			// they were before it was looked at.
+			_, _ = l.storeAll(stale) // an error there is an earlier file's: this one's is reported
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
 		if info.IsDir() {

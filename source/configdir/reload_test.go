@@ -182,3 +182,73 @@ func TestReloadAfterAFailedReload(t *testing.T) {
 		}
 	}
 }
+
+// raceFS is a directory whose files can be listed and stated but, for
+// those named in gone, not opened as they no longer exist (removed between
+// listing and reading) and, for those named in broken, not read at all.
+type raceFS struct {
+	fs.FS
+	gone, broken map[string]bool
+}
+
+func (f raceFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(f.FS, name) }
+
+func (f raceFS) Open(name string) (fs.File, error) {
+	switch {
+	case f.gone[name]:
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	case f.broken[name]:
+		return nil, errors.New("injected read failure")
+	}
+	return f.FS.Open(name)
+}
+
+// TestReloadGoneOrBrokenWhenRead: a file gone between its event and its
+// read is removed with its resources, a path listed twice is read once, and
+// a file that cannot be read fails Reload and Load.
+func TestReloadGoneOrBrokenWhenRead(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		write(t, dir, n+".yaml", clusterYAML(n, 1))
+	}
+	f := raceFS{FS: os.DirFS(dir), gone: map[string]bool{}, broken: map[string]bool{}}
+	l := configdir.NewFSLoader(f, dir)
+	if _, err := l.Load(); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.yaml", clusterYAML("a", 2))
+	write(t, dir, "b.yaml", clusterYAML("b", 2))
+	write(t, dir, "d.yaml", clusterYAML("d", 2)) // as many files as before, once b is gone
+	f.gone["b.yaml"] = true
+	got, err := l.Reload([]string{"a.yaml", "b.yaml", "d.yaml", "a.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	want, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(versions(got), versions(want)) || got.Reread != 2 {
+		t.Fatalf("Reload gave %v (%d files read), Load %v", versions(got), got.Reread, versions(want))
+	}
+
+	write(t, dir, "c.yaml", clusterYAML("c", 3))
+	f.broken["c.yaml"] = true
+	if _, err := l.Reload([]string{"c.yaml"}); err == nil || !strings.Contains(err.Error(), "injected read failure") {
+		t.Fatalf("Reload of an unreadable file: %v", err)
+	}
+	if _, err := l.Load(); err == nil || !strings.Contains(err.Error(), "injected read failure") {
+		t.Fatalf("Load with an unreadable changed file: %v", err)
+	}
+	delete(f.broken, "c.yaml")
+	got, err = l.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ = load(t, dir); !slices.Equal(versions(got), versions(want)) {
+		t.Fatalf("mended: Load gave %v, want %v", versions(got), versions(want))
+	}
+}

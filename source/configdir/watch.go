@@ -3,6 +3,7 @@ package configdir
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -26,7 +27,11 @@ const (
 // Watch reloads the loader's directory dir whenever a file in it (or in
 // its subdirectories) changes, and calls apply with each configuration that
 // loads or reject with each error, until ctx is done. It loads once at the
-// start. apply and reject run on Watch's goroutine.
+// start. apply and reject run on Watch's goroutine. A load that fails to
+// read the directory (not one that finds problems in its files), or an
+// error from the file watcher (events lost), makes the next load, on the
+// next event, walk the whole directory: a file that stays unreadable then
+// fails every load until it is mended.
 func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reject func(error)) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -68,6 +73,22 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	var timer *time.Timer
 	var fire <-chan time.Time
 	var first time.Time
+	// schedule arms the load for a change seen now: Debounce after the
+	// last change, at most MaxDelay after the first.
+	schedule := func() {
+		now := time.Now()
+		if timer == nil {
+			first = now
+			timer = time.NewTimer(Debounce)
+			fire = timer.C
+			return
+		}
+		wait := Debounce
+		if rest := MaxDelay - now.Sub(first); rest < wait {
+			wait = max(rest, 0)
+		}
+		timer.Reset(wait)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -91,24 +112,15 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			default:
 				// A directory created, removed or renamed: walk again.
 				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
-					_ = addTree(w, ev.Name)
+					if err := addTree(w, ev.Name); err != nil {
+						reject(fmt.Errorf("watching %s: %w", ev.Name, err))
+					}
 				} else if filepath.Ext(rel) != "" {
 					continue // some other file
 				}
 				full = true
 			}
-			now := time.Now()
-			if timer == nil {
-				first = now
-				timer = time.NewTimer(Debounce)
-				fire = timer.C
-				continue
-			}
-			wait := Debounce
-			if rest := MaxDelay - now.Sub(first); rest < wait {
-				wait = max(rest, 0)
-			}
-			timer.Reset(wait)
+			schedule()
 		case <-fire:
 			timer, fire = nil, nil
 			load()
@@ -116,7 +128,11 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			if !ok {
 				return nil
 			}
+			// Events may have been lost (the kernel's queue overflowed):
+			// walk the directory for whatever changed.
 			reject(err)
+			full = true
+			schedule()
 		}
 	}
 }
