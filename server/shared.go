@@ -130,19 +130,20 @@ func (l *keyList) share(snap *cache.Snapshot, t *resource.Type) {
 // resources in a later snapshot, computed once for all the streams that
 // make the move.
 type transition struct {
-	sameKeys bool                          // the later snapshot has the same names
-	changed  map[string]*resource.Resource // names whose resource differs, and their new one
+	sameKeys bool // the later snapshot has the same names
 	// items are the upserts that make the move, one per changed resource
 	// in the snapshot's order (if sameKeys): shared by every stream that
 	// makes it, so read only, and full (an append copies).
 	items []item
-	// covered caches coveredBy's answer for the last list it was asked
-	// about.
+	// changed holds the index in items of each changed name.
+	changed map[string]int
+	// covered caches covers's answer for the last single list it was
+	// asked about.
 	covered atomic.Pointer[coverage]
 }
 
-// coverage is coveredBy's answer for the list that starts at first and has
-// n keys.
+// coverage is covers's answer for the list that starts at first and has n
+// keys.
 type coverage struct {
 	first *string
 	n     int
@@ -154,13 +155,13 @@ type coverage struct {
 func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
 	return snap.Memo(transitionKey{c.id}, func() any {
 		rs := snap.Resources(t)
-		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]*resource.Resource{}}
+		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]int{}}
 		for i := 0; tr.sameKeys && i < len(rs); i++ {
 			switch {
 			case rs[i].Name != c.rs[i].Name:
 				tr.sameKeys = false
 			case rs[i].Version != c.rs[i].Version:
-				tr.changed[rs[i].Name] = rs[i]
+				tr.changed[rs[i].Name] = len(tr.items)
 				tr.items = append(tr.items, item{key: rs[i].Name, res: rs[i]})
 			}
 		}
@@ -169,28 +170,48 @@ func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transit
 	}).(*transition)
 }
 
-// coveredBy reports whether keys, a list of changed keys the cache shares
-// between streams, names every resource the transition changes. The answer
-// for the last list asked about is kept, so the streams that make the move
-// after one publication compute it once.
-func (tr *transition) coveredBy(keys []string) bool {
-	if len(keys) < len(tr.changed) {
-		return false
+// changedTo returns the resource the transition changes key to, or nil.
+func (tr *transition) changedTo(key string) *resource.Resource {
+	if i, ok := tr.changed[key]; ok {
+		return tr.items[i].res
 	}
-	if len(tr.changed) == 0 {
+	return nil
+}
+
+// covers reports whether lists, lists of changed keys the cache shares
+// between streams (one per publication), name every resource the
+// transition changes. The answer for a single list, the common case, is
+// kept, so the streams that make the move after one publication compute
+// it once.
+func (tr *transition) covers(lists [][]string) bool {
+	total := 0
+	for _, keys := range lists {
+		total += len(keys)
+	}
+	switch {
+	case len(tr.items) == 0:
 		return true
-	}
-	if c := tr.covered.Load(); c != nil && c.first == &keys[0] && c.n == len(keys) {
-		return c.ok
-	}
-	found := make(map[string]bool, len(tr.changed))
-	for _, k := range keys {
-		if tr.changed[k] != nil {
-			found[k] = true
+	case total < len(tr.items):
+		return false
+	case len(lists) == 1:
+		if c := tr.covered.Load(); c != nil && c.first == &lists[0][0] && c.n == total {
+			return c.ok
 		}
 	}
-	ok := len(found) == len(tr.changed)
-	tr.covered.Store(&coverage{first: &keys[0], n: len(keys), ok: ok})
+	found := make([]uint64, (len(tr.items)+63)/64)
+	n := 0
+	for _, keys := range lists {
+		for _, k := range keys {
+			if i, ok := tr.changed[k]; ok && found[i/64]&(1<<(i%64)) == 0 {
+				found[i/64] |= 1 << (i % 64)
+				n++
+			}
+		}
+	}
+	ok := n == len(tr.items)
+	if len(lists) == 1 {
+		tr.covered.Store(&coverage{first: &lists[0][0], n: total, ok: ok})
+	}
 	return ok
 }
 
@@ -206,11 +227,11 @@ func (tr *transition) coveredBy(keys []string) bool {
 // every change. ok is false in any other case.
 func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool, dirty [][]string) (w work, ok bool) {
 	c := l.shared
-	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) || (!reeval && len(dirty) != 1) {
+	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) || (!reeval && len(dirty) == 0) {
 		return work{}, false
 	}
 	tr := transitionOf(snap, t, c)
-	if !tr.sameKeys || (!reeval && !tr.coveredBy(dirty[0])) {
+	if !tr.sameKeys || (!reeval && !tr.covers(dirty)) {
 		return work{}, false
 	}
 	return work{upserts: tr.items}, true
@@ -224,12 +245,12 @@ func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item
 		return false
 	}
 	tr := transitionOf(snap, t, l.shared)
-	if !tr.sameKeys || len(tr.changed) != len(upserts) {
+	if !tr.sameKeys || len(tr.items) != len(upserts) {
 		return false
 	}
 	if &upserts[0] != &tr.items[0] { // not sharedWork's
 		for _, it := range upserts {
-			if it.alias || it.res == nil || tr.changed[it.key] != it.res {
+			if it.alias || it.res == nil || tr.changedTo(it.key) != it.res {
 				return false
 			}
 		}

@@ -21,7 +21,7 @@ import (
 // Snapshots change versions, add and remove clusters and rebuild some
 // unchanged; streams are wildcards or name every cluster, are told every
 // change, part of it, another key in place of one, or several
-// publications' worth, or re-evaluate all.
+// publications' worth (overlapping or not), or re-evaluate all.
 func TestSharedWorkMatchesEachKey(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	cluster := func(name string, v int) *resource.Resource {
@@ -58,7 +58,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 		for step := range 6 {
 			old := snap
 			for name := range versions {
-				switch rng.IntN(6) {
+				switch rng.IntN(7) {
 				case 0, 1:
 					versions[name]++
 					built[name] = cluster(name, versions[name])
@@ -78,7 +78,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 			}
 			snap = snapshot()
 			keys := snap.Diff(old)[cdsType]
-			switch rng.IntN(6) {
+			switch rng.IntN(7) {
 			case 0: // told part of it
 				if len(keys) > 0 {
 					keys = keys[:rng.IntN(len(keys))]
@@ -97,6 +97,12 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 				ts.markDirty(keys[half:])
 			case 2:
 				ts.reeval = true
+			case 6: // two overlapping publications' worth, which miss a change
+				if len(keys) >= 2 {
+					h := rng.IntN(len(keys) - 1)
+					ts.markDirty(keys[:h+1])
+					ts.markDirty(keys[h : len(keys)-1])
+				}
 			default:
 				ts.markDirty(keys)
 			}
