@@ -237,6 +237,45 @@ func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, r
 	return work{upserts: tr.items}, true
 }
 
+// wholeKeys are the memo keys of allItems, by type order (used by
+// address, as canonicalKeys).
+var wholeKeys [16]struct{ order int }
+
+// allItems returns an upsert of every resource of t in snap, in its order:
+// made once per snapshot, shared by every stream sent them all, so read
+// only, and full (an append copies).
+func allItems(snap *cache.Snapshot, t *resource.Type) []item {
+	return snap.Memo(&wholeKeys[t.Order], func() any {
+		rs := snap.Resources(t)
+		items := make([]item, len(rs))
+		for i, r := range rs {
+			items[i] = item{key: r.Name, res: r}
+		}
+		return items
+	}).([]item)
+}
+
+// wholeWork returns the work of a stream that is to be sent every resource
+// of the type and holds none of them: a wildcard that names nothing, or a
+// stream that names exactly the type's resources (a new stream's first
+// evaluation, typically, which adoptWhole then makes share the canonical
+// list). Key by key, evaluate would upsert every resource (in scope, not
+// held) and change nothing. ok is false in any other case, and when there
+// are fewer resources than are worth sharing.
+func (l *keyList) wholeWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool) (w work, ok bool) {
+	rs := snap.Resources(t)
+	if !reeval || l.shared != nil || l.nHeld > 0 || l.nDropped > 0 || len(rs) < minShared ||
+		(len(l.keys) == 0 && !wildcard) || (len(l.keys) != 0 && len(l.keys) != len(rs)) {
+		return work{}, false
+	}
+	for i := range l.keys {
+		if e := &l.keys[i]; e.key != rs[i].Name || e.flags&^fResend != fNamed {
+			return work{}, false
+		}
+	}
+	return work{upserts: allItems(snap, t)}, true
+}
+
 // advance moves a shared list to snap's canonical list of t if sending
 // upserts brings it exactly there (they are exactly what changed), without
 // copying it. It reports whether it did; if not, the list is unchanged.

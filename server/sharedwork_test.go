@@ -15,9 +15,12 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// TestSharedWorkMatchesEachKey: for streams that share a list, the work
-// evaluate takes from the transition (sharedWork) is the work it would
-// compute key by key, and settling it leaves the stream holding the same.
+// TestSharedWorkMatchesEachKey: the work evaluate takes from the
+// transition for streams that share a list (sharedWork), or whole for a
+// stream's first evaluation (wholeWork), is the work it would compute key
+// by key, and settling it leaves the stream holding the same. Streams
+// subscribe as wildcards, to every cluster (one of which they may say they
+// have), to all but one, or to one that does not exist besides or instead.
 // Snapshots change versions, add and remove clusters and rebuild some
 // unchanged; streams are wildcards or name every cluster, are told every
 // change, part of it, another key in place of one, or several
@@ -27,7 +30,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 	cluster := func(name string, v int) *resource.Resource {
 		return resource.MustNew(&clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Duration(v+1) * time.Second)})
 	}
-	fast := 0
+	fast, whole := 0, 0
 	for trial := range 400 {
 		n := 1 + rng.IntN(8)
 		versions := map[string]int{}
@@ -48,13 +51,30 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 		delta := rng.IntN(2) == 0
 		ts := newTypeState(cdsType)
 		ts.active = true
-		if rng.IntN(2) == 0 {
+		names := slices.Sorted(maps.Keys(versions))
+		switch rng.IntN(8) {
+		case 0, 1:
 			ts.subscribe([]string{"*"}, nil, true)
-		} else {
-			ts.subscribe(slices.Sorted(maps.Keys(versions)), nil, true)
+		case 2:
+			ts.subscribe(append(names, "*"), nil, true)
+		case 3: // all but one
+			ts.subscribe(names[1:], nil, true)
+		case 4: // one that does not exist besides
+			ts.subscribe(append(names, "c99"), nil, true)
+		case 5: // one that does not exist in place of one
+			ts.subscribe(append(names[1:], "c99"), nil, true)
+		case 6: // all, one of which the client says it has (D6)
+			ts.subscribe(names, nil, true)
+			ts.holdItems([]item{{key: names[0], res: resource.Placeholder(cdsType, names[0], built[names[0]].Version)}})
+		default:
+			ts.subscribe(names, nil, true)
 		}
 		snap := snapshot()
-		ts.settle(ts.evaluate(snap, delta), true, snap)
+		each := ts.copyForTest()
+		if _, ok := ts.wholeWork(snap, ts.t, ts.wildcard, ts.reeval); ok {
+			whole++
+		}
+		compareWork(t, fmt.Sprintf("trial %d, first evaluation", trial), ts, each, snap, delta)
 		for step := range 6 {
 			old := snap
 			for name := range versions {
@@ -111,26 +131,33 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 			if shared {
 				fast++
 			}
-			got, want := ts.evaluate(snap, delta), each.evaluateEach(snap, delta)
-			where := fmt.Sprintf("trial %d step %d (shared work %v)", trial, step, shared)
-			if g, w := itemSet(got.upserts), itemSet(want.upserts); !maps.Equal(g, w) {
-				t.Fatalf("%s: upserts %v, key by key %v", where, g, w)
-			}
-			if g, w := slices.Sorted(slices.Values(got.removals)), slices.Sorted(slices.Values(want.removals)); !slices.Equal(g, w) {
-				t.Fatalf("%s: removals %v, key by key %v", where, g, w)
-			}
-			ts.settle(got, true, snap)
-			each.settle(want, true, snap)
-			if g, w := maps.Collect(ts.held()), maps.Collect(each.held()); !maps.Equal(g, w) {
-				t.Fatalf("%s: holds %v, key by key %v", where, g, w)
-			}
-			if ts.version() != each.version() {
-				t.Fatalf("%s: version %s, key by key %s", where, ts.version(), each.version())
-			}
+			compareWork(t, fmt.Sprintf("trial %d step %d (shared work %v)", trial, step, shared), ts, each, snap, delta)
 		}
 	}
-	if fast < 200 {
-		t.Fatalf("only %d steps took the shared work: the test does not exercise it", fast)
+	if fast < 200 || whole < 100 {
+		t.Fatalf("only %d steps took the shared work and %d first evaluations the whole: the test does not exercise them", fast, whole)
+	}
+}
+
+// compareWork evaluates ts and, key by key, each, a copy of it, checks that
+// they come to the same work, settles both and checks that they hold the
+// same.
+func compareWork(t *testing.T, where string, ts, each *typeState, snap *cache.Snapshot, delta bool) {
+	t.Helper()
+	got, want := ts.evaluate(snap, delta), each.evaluateEach(snap, delta)
+	if g, w := itemSet(got.upserts), itemSet(want.upserts); !maps.Equal(g, w) {
+		t.Fatalf("%s: upserts %v, key by key %v", where, g, w)
+	}
+	if g, w := slices.Sorted(slices.Values(got.removals)), slices.Sorted(slices.Values(want.removals)); !slices.Equal(g, w) {
+		t.Fatalf("%s: removals %v, key by key %v", where, g, w)
+	}
+	ts.settle(got, true, snap)
+	each.settle(want, true, snap)
+	if g, w := maps.Collect(ts.held()), maps.Collect(each.held()); !maps.Equal(g, w) {
+		t.Fatalf("%s: holds %v, key by key %v", where, g, w)
+	}
+	if ts.version() != each.version() {
+		t.Fatalf("%s: version %s, key by key %s", where, ts.version(), each.version())
 	}
 }
 

@@ -209,6 +209,9 @@ func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
 	if w, ok := ts.sharedWork(snap, ts.t, ts.wildcard, ts.reeval, ts.dirty); ok {
 		return w
 	}
+	if w, ok := ts.wholeWork(snap, ts.t, ts.wildcard, ts.reeval); ok {
+		return w
+	}
 	return ts.evaluateEach(snap, delta)
 }
 
