@@ -153,10 +153,10 @@ func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string)
 	ts := newTypeState(t)
 	ts.setNames(names)
 	w := ts.evaluate(snap, false)
-	slices.SortFunc(w.upserts, compareItems)
+	items := slices.SortedFunc(slices.Values(w.upserts), compareItems) // a copy: the upserts may be shared
 	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
 	var xor uint64
-	for _, it := range w.upserts {
+	for _, it := range items {
 		resp.Resources = append(resp.Resources, it.res.Body)
 		xor ^= it.res.Hash()
 	}

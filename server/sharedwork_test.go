@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -77,12 +78,13 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 		compareWork(t, fmt.Sprintf("trial %d, first evaluation", trial), ts, each, snap, delta)
 		for step := range 6 {
 			old := snap
+			every := rng.IntN(6) == 0 // every cluster changes
 			for name := range versions {
-				switch rng.IntN(7) {
-				case 0, 1:
+				switch {
+				case every || rng.IntN(3) == 0:
 					versions[name]++
 					built[name] = cluster(name, versions[name])
-				case 2:
+				case rng.IntN(4) == 0:
 					built[name] = cluster(name, versions[name]) // rebuilt, unchanged
 				}
 			}
@@ -140,8 +142,8 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 }
 
 // compareWork evaluates ts and, key by key, each, a copy of it, checks that
-// they come to the same work, settles both and checks that they hold the
-// same.
+// they come to the same work, settles both (each entry by entry) and checks
+// that their lists say the same of every key.
 func compareWork(t *testing.T, where string, ts, each *typeState, snap *cache.Snapshot, delta bool) {
 	t.Helper()
 	got, want := ts.evaluate(snap, delta), each.evaluateEach(snap, delta)
@@ -152,9 +154,9 @@ func compareWork(t *testing.T, where string, ts, each *typeState, snap *cache.Sn
 		t.Fatalf("%s: removals %v, key by key %v", where, g, w)
 	}
 	ts.settle(got, true, snap)
-	each.settle(want, true, snap)
-	if g, w := maps.Collect(ts.held()), maps.Collect(each.held()); !maps.Equal(g, w) {
-		t.Fatalf("%s: holds %v, key by key %v", where, g, w)
+	each.settleEach(want, true, snap) // not through advance or adoptWhole either
+	if g, w := entrySet(ts), entrySet(each); !maps.Equal(g, w) {
+		t.Fatalf("%s: entries %v, key by key %v", where, g, w)
 	}
 	if ts.version() != each.version() {
 		t.Fatalf("%s: version %s, key by key %s", where, ts.version(), each.version())
@@ -172,6 +174,15 @@ func (ts *typeState) copyForTest() *typeState {
 	return &c
 }
 
+// entrySet maps each key of ts's list to its flags and resource.
+func entrySet(ts *typeState) map[string]keyEntry {
+	m := make(map[string]keyEntry, len(ts.keys))
+	for _, e := range ts.keys {
+		m[e.key] = e
+	}
+	return m
+}
+
 // itemSet maps an upsert's key to its resource.
 func itemSet(items []item) map[string]*resource.Resource {
 	m := make(map[string]*resource.Resource, len(items))
@@ -179,4 +190,118 @@ func itemSet(items []item) map[string]*resource.Resource {
 		m[it.key] = it.res
 	}
 	return m
+}
+
+// TestTransitionCovers checks covers against a plain count, with more
+// changed resources than one word of its bitset holds, several lists
+// (overlapping, with keys that are not changes), and, for its cache of a
+// single list, prefixes of one array and several lists that start where a
+// cached one does.
+func TestTransitionCovers(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	cluster := func(name string, v int) *resource.Resource {
+		return resource.MustNew(&clusterv3.Cluster{Name: name, ConnectTimeout: durationpb.New(time.Duration(v+1) * time.Second)})
+	}
+	for trial := range 50 {
+		n := 70 + rng.IntN(200)
+		before, after := make([]*resource.Resource, n), make([]*resource.Resource, n)
+		var names []string
+		for i := range n {
+			name := fmt.Sprintf("c%04d", i)
+			names = append(names, name)
+			before[i], after[i] = cluster(name, 0), cluster(name, 0)
+			if rng.IntN(3) > 0 {
+				after[i] = cluster(name, 1)
+			}
+		}
+		snap0, snap1 := cache.MustSnapshot(before...), cache.MustSnapshot(after...)
+		tr := transitionOf(snap1, cdsType, canonicalOf(snap0, cdsType, fHas))
+		changed := map[string]bool{}
+		for _, it := range tr.items {
+			changed[it.key] = true
+		}
+		plain := func(lists [][]string) bool {
+			seen := map[string]bool{}
+			for _, l := range lists {
+				for _, k := range l {
+					if changed[k] {
+						seen[k] = true
+					}
+				}
+			}
+			return len(seen) == len(changed)
+		}
+		check := func(where string, lists [][]string) {
+			t.Helper()
+			if got, want := tr.covers(lists), plain(lists); got != want {
+				t.Fatalf("trial %d, %s: covers %v, counted %v (%d changes, %d lists)", trial, where, got, want, len(changed), len(lists))
+			}
+		}
+		base := slices.Clone(names)
+		rng.Shuffle(len(base), func(i, j int) { base[i], base[j] = base[j], base[i] })
+		var unchanged []string
+		for _, k := range names {
+			if !changed[k] {
+				unchanged = append(unchanged, k)
+			}
+		}
+		if len(unchanged) > 0 && len(changed) > 1 {
+			pad := slices.Repeat([]string{unchanged[0]}, n-1)
+			for _, lists := range [][][]string{{base}, {base[:1], pad}, {base}, {base[:1], pad}} {
+				check("a single list and several that start as it does", lists)
+			}
+		}
+		for q := range 200 {
+			var lists [][]string
+			if q%3 == 0 { // prefixes of one array
+				lists = [][]string{base[:len(changed)+rng.IntN(n-len(changed)+1)]}
+			} else {
+				for range 1 + rng.IntN(4) {
+					lo := rng.IntN(n)
+					if hi := lo + rng.IntN(n-lo+1); hi > lo {
+						lists = append(lists, base[lo:hi])
+					}
+				}
+			}
+			if len(lists) > 0 {
+				check(fmt.Sprintf("query %d", q), lists)
+			}
+		}
+	}
+}
+
+// TestCurrentLeavesSharedUpsertsAlone: a one-shot fetch of every resource
+// takes the snapshot's shared list of them (wholeWork); sorting the
+// response must not write into it, however many fetches run at once (run
+// with -race).
+func TestCurrentLeavesSharedUpsertsAlone(t *testing.T) {
+	var rs []*resource.Resource
+	var names []string
+	for i := range 200 {
+		name := fmt.Sprintf("c%04d", 199-i)
+		rs = append(rs, resource.MustNew(&clusterv3.Cluster{Name: name}))
+		names = append(names, name)
+	}
+	snap := cache.MustSnapshot(rs...)
+	all := allItems(snap, cdsType)
+	ts := newTypeState(cdsType)
+	ts.setNames(nil)
+	if w := ts.evaluate(snap, false); len(w.upserts) == 0 || &w.upserts[0] != &all[0] {
+		t.Fatal("a fetch of everything did not take the shared list")
+	}
+	want := slices.Clone(all)
+	s := &Server{}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 10 {
+				s.current(snap, cdsType, nil)
+				s.current(snap, cdsType, names)
+			}
+		})
+	}
+	wg.Wait()
+	if !slices.Equal(all, want) {
+		t.Fatal("fetches wrote into the shared list")
+	}
 }

@@ -343,6 +343,11 @@ func (ts *typeState) settle(w work, withRemovals bool, snap *cache.Snapshot) {
 	if len(w.removals) == 0 && (ts.advance(snap, ts.t, w.upserts) || ts.adoptWhole(snap, ts.t, w.upserts)) {
 		return
 	}
+	ts.settleEach(w, withRemovals, snap)
+}
+
+// settleEach is settle entry by entry, on a list of the stream's own.
+func (ts *typeState) settleEach(w work, withRemovals bool, snap *cache.Snapshot) {
 	ts.own()
 	ts.holdItems(w.upserts)
 	ts.clearAllResend()
