@@ -1,6 +1,7 @@
 package configdir
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -62,6 +63,7 @@ func (l *Loader) sortedPaths() []string {
 // fileState is what a file held when last read.
 type fileState struct {
 	stamp   stamp
+	sum     [sha256.Size]byte // of the file's bytes
 	entries []entry
 	probs   []Problem
 }
@@ -291,7 +293,9 @@ func (l *Loader) update(last *assembly, before map[string]*fileState) (*Result, 
 type reading struct {
 	rel   string
 	stamp stamp
+	prev  *fileState // what the file held when last read, if it was
 	// What reading found.
+	sum     [sha256.Size]byte
 	entries []entry
 	probs   []Problem
 	gone    bool  // removed since it was listed
@@ -305,13 +309,16 @@ func (l *Loader) stale(rel string, info fs.FileInfo) *reading {
 	if f := l.files[rel]; f != nil && f.stamp == st {
 		return nil
 	}
-	return &reading{rel: rel, stamp: st}
+	return &reading{rel: rel, stamp: st, prev: l.files[rel]}
 }
 
 // readAll reads and parses the files rs, several at once: parsing (YAML,
 // JSON, the resources' own validation) is nearly all of a reload's cost,
 // files do not depend on one another, and an operator's change may touch
-// hundreds of them. It changes nothing in the loader.
+// hundreds of them. A file whose bytes are those it held when last read (a
+// generator that rewrites every file, a touch) is not parsed again: it
+// keeps its resources, which then do not count as changed. It changes
+// nothing in the loader.
 func (l *Loader) readAll(rs []*reading) {
 	read := func(r *reading) {
 		data, err := fs.ReadFile(l.fsys, r.rel)
@@ -321,7 +328,12 @@ func (l *Loader) readAll(rs []*reading) {
 		case err != nil:
 			r.err = err
 		default:
-			r.entries, r.probs = parseFile(r.rel, data)
+			r.sum = sha256.Sum256(data)
+			if r.prev != nil && r.prev.sum == r.sum {
+				r.entries, r.probs = r.prev.entries, r.prev.probs
+			} else {
+				r.entries, r.probs = parseFile(r.rel, data)
+			}
 		}
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(rs))
@@ -356,7 +368,7 @@ func (l *Loader) store(r *reading) error {
 	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil
 	}
-	l.files[r.rel] = &fileState{stamp: r.stamp, entries: r.entries, probs: r.probs}
+	l.files[r.rel] = &fileState{stamp: r.stamp, sum: r.sum, entries: r.entries, probs: r.probs}
 	return nil
 }
 

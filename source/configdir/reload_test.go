@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/configdir"
 )
 
@@ -250,5 +251,56 @@ func TestReloadGoneOrBrokenWhenRead(t *testing.T) {
 	}
 	if want, _ = load(t, dir); !slices.Equal(versions(got), versions(want)) {
 		t.Fatalf("mended: Load gave %v, want %v", versions(got), versions(want))
+	}
+}
+
+// TestReloadSameBytesKeepsResources: a file rewritten with the bytes it
+// held (a generator that rewrites every file) keeps its resources, the
+// same values, without being parsed again; a file with new bytes gets new
+// ones, and one mended back to bytes it held before is parsed again.
+func TestReloadSameBytesKeepsResources(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	write(t, dir, "b.yaml", clusterYAML("b", 1))
+	l := configdir.NewLoader(dir)
+	first, err := l.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := func(res *configdir.Result) map[string]*resource.Resource {
+		m := map[string]*resource.Resource{}
+		for _, r := range res.Resources {
+			m[r.Type.Short+"/"+r.Name] = r
+		}
+		return m
+	}
+	was := byName(first)
+	write(t, dir, "a.yaml", clusterYAML("a", 1)) // same bytes, a new file
+	write(t, dir, "b.yaml", clusterYAML("b", 2))
+	got, err := l.Reload([]string{"a.yaml", "b.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := byName(got)
+	if now["cds/a"] != was["cds/a"] || now["eds/a"] != was["eds/a"] {
+		t.Fatal("a file rewritten with the same bytes was parsed again")
+	}
+	if now["eds/b"] == was["eds/b"] || now["eds/b"].Version == was["eds/b"].Version {
+		t.Fatal("a file with new bytes kept its old resources")
+	}
+	if got.Reread != 2 {
+		t.Fatalf("%d files read, want 2", got.Reread)
+	}
+	write(t, dir, "b.yaml", "resources: [")
+	if _, err := l.Reload([]string{"b.yaml"}); err == nil {
+		t.Fatal("a broken file was accepted")
+	}
+	write(t, dir, "b.yaml", clusterYAML("b", 2)) // the bytes it held before it broke
+	got, err = l.Reload([]string{"b.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want, _ := load(t, dir); !slices.Equal(versions(got), versions(want)) {
+		t.Fatalf("mended: %v, want %v", versions(got), versions(want))
 	}
 }
