@@ -87,6 +87,9 @@ func ParseFile(name string, data []byte) ([]*resource.Resource, error) {
 	return out, nil
 }
 
+// parseFile parses the file name holding data. Its result depends on
+// those two alone (the loader reuses it for a file rewritten with the same
+// bytes): anything else, another file included, is for assembly.
 func parseFile(name string, data []byte) ([]entry, []Problem) {
 	docs, err := decodeDocs(name, data)
 	if err != nil {

@@ -257,7 +257,8 @@ func TestReloadGoneOrBrokenWhenRead(t *testing.T) {
 // TestReloadSameBytesKeepsResources: a file rewritten with the bytes it
 // held (a generator that rewrites every file) keeps its resources, the
 // same values, without being parsed again; a file with new bytes gets new
-// ones, and one mended back to bytes it held before is parsed again.
+// ones; a broken file rewritten unchanged keeps its problems; and one
+// mended back to bytes it held before it broke is parsed again.
 func TestReloadSameBytesKeepsResources(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, "a.yaml", clusterYAML("a", 1))
@@ -292,8 +293,16 @@ func TestReloadSameBytesKeepsResources(t *testing.T) {
 		t.Fatalf("%d files read, want 2", got.Reread)
 	}
 	write(t, dir, "b.yaml", "resources: [")
-	if _, err := l.Reload([]string{"b.yaml"}); err == nil {
-		t.Fatal("a broken file was accepted")
+	_, err = l.Reload([]string{"b.yaml"})
+	broken := problems(t, err)
+	write(t, dir, "b.yaml", "resources: [") // broken the same way: the same problems
+	_, err = l.Reload([]string{"b.yaml"})
+	if again := problems(t, err); !slices.Equal(again, broken) {
+		t.Fatalf("a broken file rewritten unchanged: problems %v, want %v", again, broken)
+	}
+	write(t, dir, "b.yaml", "resources: [")
+	if _, err := l.Load(); err == nil {
+		t.Fatal("Load accepted a broken file rewritten unchanged")
 	}
 	write(t, dir, "b.yaml", clusterYAML("b", 2)) // the bytes it held before it broke
 	got, err = l.Reload([]string{"b.yaml"})
@@ -302,5 +311,8 @@ func TestReloadSameBytesKeepsResources(t *testing.T) {
 	}
 	if want, _ := load(t, dir); !slices.Equal(versions(got), versions(want)) {
 		t.Fatalf("mended: %v, want %v", versions(got), versions(want))
+	}
+	if byName(got)["eds/b"] == now["eds/b"] {
+		t.Fatal("a file mended to bytes it held before it broke was not parsed again")
 	}
 }
