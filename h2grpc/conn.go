@@ -213,16 +213,7 @@ func (c *conn) handle(f http2.Frame) error {
 	case *http2.SettingsFrame:
 		return c.onSettings(f)
 	case *http2.PingFrame:
-		if !f.IsAck() {
-			c.wmu.Lock()
-			c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), f.Data[:]...)
-			err := c.flushLocked()
-			c.wmu.Unlock()
-			if err != nil {
-				return err
-			}
-			return c.checkPing(time.Now()) // answered first, as grpc-go does
-		}
+		return c.onPing(f.IsAck(), f.Data[:])
 	case *http2.RSTStreamFrame:
 		if st := c.stream(f.StreamID); st != nil {
 			st.reset(status.Error(codes.Canceled, "h2grpc: the client reset the stream"))
@@ -233,6 +224,22 @@ func (c *conn) handle(f http2.Frame) error {
 		// The client opens no more streams; those open carry on.
 	}
 	return nil // PRIORITY, unknown types: ignored
+}
+
+// onPing answers a PING with its 8 bytes of data, unless it is an answer
+// itself, and applies the ping policy.
+func (c *conn) onPing(ack bool, data []byte) error {
+	if ack {
+		return nil
+	}
+	c.wmu.Lock()
+	c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), data...)
+	err := c.flushLocked()
+	c.wmu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.checkPing(time.Now()) // answered first, as grpc-go does
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) error {

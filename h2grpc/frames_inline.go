@@ -13,9 +13,10 @@ import (
 // (false). An error fails the connection.
 type frameHandler func(b []byte) (used int, whole bool, err error)
 
-// handleWhole is the connection's frameHandler. It handles DATA and
-// WINDOW_UPDATE frames, which are nearly all a client sends once its
-// streams are open (a request, an ACK), exactly as readLoop would; any
+// handleWhole is the connection's frameHandler. It handles DATA,
+// WINDOW_UPDATE and PING frames, which are nearly all a client sends once
+// its streams are open (a request, an ACK, grpc-go's bandwidth probe),
+// exactly as readLoop would; any
 // other frame, or one of these that readLoop reports an error for before
 // reading its payload (too large, DATA on stream 0, any frame while a header
 // block is open), it leaves to readLoop.
@@ -46,6 +47,8 @@ func (c *conn) handleWhole(b []byte) (int, bool, error) {
 			err = c.onData(fh, payload)
 		case fh.Type == http2.FrameWindowUpdate && fh.Length == 4:
 			err = c.windowUpdate(fh, payload)
+		case fh.Type == http2.FramePing && fh.Length == 8 && fh.StreamID == 0:
+			err = c.onPing(fh.Flags.Has(http2.FlagPingAck), payload) // grpc-go's clients ping on every response they get
 		default:
 			return used, false, nil
 		}

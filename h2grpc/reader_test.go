@@ -359,7 +359,7 @@ func sendFrames(t *testing.T, addr string, frames []byte, seed uint64) callOutco
 }
 
 // FuzzFramesBothPaths sends the same frames after a call's start, cut the
-// same way, to a server that handles DATA and WINDOW_UPDATE frames inside
+// same way, to a server that handles DATA, WINDOW_UPDATE and PING frames inside
 // its socket reads and to one that reads every frame in its read loop: both
 // must close the connection, with the same GOAWAY code or none. Outcomes
 // that depend on timing on any one server are not compared: how far the
@@ -437,6 +437,15 @@ func seedFrames(t testing.TB) [][]byte {
 			fr.WriteSettings()
 			fr.WriteData(1, true, grpcMsg)
 		},
+		func(fr *http2.Framer) { // grpc-go's bandwidth probe after each response, and its answer to ours
+			fr.WriteData(1, false, grpcMsg)
+			fr.WritePing(false, [8]byte{1, 2, 3})
+			fr.WritePing(true, [8]byte{4})
+			fr.WriteData(1, false, grpcMsg)
+			fr.WritePing(false, [8]byte{5})
+		},
+		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FramePing, 0, 1, make([]byte, 8)) }, // not on stream 0
+		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FramePing, 0, 0, make([]byte, 7)) }, // not 8 bytes
 	} {
 		var w bytes.Buffer
 		fr := http2.NewFramer(&w, nil)

@@ -441,7 +441,8 @@ func TestMalformedConnections(t *testing.T) {
 }
 
 // TestPingFlood: a client that pings faster than MinPingInterval, with
-// nothing sent to it, gets its pings answered up to the third strike, then
+// nothing sent to it, gets its pings answered (acknowledged, with their
+// data, in order) up to the third strike, then
 // GOAWAY ENHANCE_YOUR_CALM "too_many_pings", and is disconnected; others
 // are served.
 func TestPingFlood(t *testing.T) {
@@ -468,6 +469,9 @@ func TestPingFlood(t *testing.T) {
 		}
 		switch f := f.(type) {
 		case *http2.PingFrame:
+			if !f.IsAck() || f.Data != [8]byte{byte(acks)} {
+				t.Fatalf("ping answer %d: ack %v, data %v", acks, f.IsAck(), f.Data)
+			}
 			acks++
 		case *http2.GoAwayFrame:
 			away = f
