@@ -264,7 +264,7 @@ func allItems(snap *cache.Snapshot, t *resource.Type) []item {
 // are fewer resources than are worth sharing.
 func (l *keyList) wholeWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool) (w work, ok bool) {
 	rs := snap.Resources(t)
-	if !reeval || l.shared != nil || l.nHeld > 0 || l.nDropped > 0 || len(rs) < minShared ||
+	if !reeval || l.shared != nil || l.nHeld > 0 || l.nDropped > 0 || len(rs) == 0 || len(rs) < minShared ||
 		(len(l.keys) == 0 && !wildcard) || (len(l.keys) != 0 && len(l.keys) != len(rs)) {
 		return work{}, false
 	}

@@ -198,7 +198,7 @@ type item struct {
 
 // work is what a type has to send against a snapshot.
 type work struct {
-	upserts  []item   // may be shared between streams (sharedWork): read only
+	upserts  []item   // may be shared between streams (sharedWork, wholeWork): read only
 	removals []string // held keys whose resource is gone
 }
 
