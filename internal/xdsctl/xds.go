@@ -453,6 +453,12 @@ func fetch(ctx context.Context, s *session, names []string, timeout time.Duratio
 		case <-changed:
 		case <-ctx.Done():
 			mu.Lock()
+			if complete() || len(errs) > 0 {
+				// Answered as the deadline came (the watch's expiry, which
+				// get sets to the same time, says what does not exist).
+				mu.Unlock()
+				continue
+			}
 			var pending []string
 			for n := range wanted {
 				if _, ok := updates[n]; !ok && !notExist[n] {
