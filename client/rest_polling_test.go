@@ -177,6 +177,24 @@ func TestREST(t *testing.T) {
 		}
 	})
 
+	t.Run("C8_each_request_is_posted_once", func(t *testing.T) {
+		// The poller posts a request once, not again because of the
+		// notice of its own sending: the server answers each version once.
+		rs := startREST(t, time.Minute)
+		publish(rs.env, rawxds.Endpoints("a", 1))
+		c := newRESTClient(t, rs, nil)
+		r := newRecorder()
+		defer c.Watch(eds, "a", r)()
+		v1 := r.wantUpdate(t, "a")
+		publish(rs.env, rawxds.Endpoints("a", 2))
+		v2 := r.wantUpdate(t, "a")
+		for _, v := range []string{v1.Version, v2.Version} {
+			if n := len(rs.exchanges(func(ex restExchange) bool { return ex.resp.GetVersionInfo() == v })); n != 1 {
+				t.Fatalf("version %s was answered %d times, want once", v, n)
+			}
+		}
+	})
+
 	t.Run("C8_C1_nack_keeps_last_valid_and_is_not_answered_again", func(t *testing.T) {
 		rs := startREST(t, 50*time.Millisecond)
 		publish(rs.env, rawxds.Endpoints("a", 1))

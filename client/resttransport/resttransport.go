@@ -201,7 +201,7 @@ func (s *stream) poll() {
 			}
 			req, gen = s.current()
 		}
-		resp, err := s.post(req)
+		resp, err := s.post(req, gen)
 		if s.ctx.Err() != nil {
 			return
 		}
@@ -232,9 +232,10 @@ func (s *stream) poll() {
 
 var errSuperseded = errors.New("resttransport: superseded by a newer request")
 
-// post posts req and returns the response, nil for 304 Not Modified, or
-// errSuperseded if the client sent a newer request meanwhile.
-func (s *stream) post(req *discovery.DiscoveryRequest) (*discovery.DiscoveryResponse, error) {
+// post posts req, the request of generation gen, and returns the response,
+// nil for 304 Not Modified, or errSuperseded if the client sent a newer
+// request meanwhile.
+func (s *stream) post(req *discovery.DiscoveryRequest, gen int) (*discovery.DiscoveryResponse, error) {
 	body, err := protojson.Marshal(req)
 	if err != nil {
 		return nil, fmt.Errorf("resttransport: encode request: %w", err)
@@ -250,13 +251,21 @@ func (s *stream) post(req *discovery.DiscoveryRequest) (*discovery.DiscoveryResp
 		resp, err := s.do(ctx, body)
 		done <- answer{resp, err}
 	}()
-	select {
-	case a := <-done:
-		return a.resp, a.err
-	case <-s.kick:
-		cancel()
-		<-done
-		return nil, errSuperseded
+	for {
+		select {
+		case a := <-done:
+			return a.resp, a.err
+		case <-s.kick:
+			// The kick of req's own Send, which poll did not wait for,
+			// is not a newer request: cancelling then could throw away
+			// the server's answer, which it would send again.
+			if _, now := s.current(); now == gen {
+				continue
+			}
+			cancel()
+			<-done
+			return nil, errSuperseded
+		}
 	}
 }
 
