@@ -24,6 +24,10 @@ type canonical struct {
 	rs    []*resource.Resource // the snapshot's, which keys mirrors
 	flags uint8
 	id    uint64 // unique among canonical lists
+	// from is the memo key of the transitions from this list
+	// (transitionKey{id}), boxed once: a lookup, per stream and push,
+	// then allocates nothing.
+	from any
 
 	// Every resource as the entries of a response, made on first use.
 	sotwOnce, deltaOnce sync.Once
@@ -86,6 +90,7 @@ func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical
 	return snap.Memo(&canonicalKeys[t.Order][flags], func() any {
 		rs := snap.Resources(t)
 		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
+		c.from = transitionKey{c.id}
 		for i, r := range rs {
 			c.keys[i] = keyEntry{key: r.Name, res: r, flags: flags}
 			c.xor ^= r.Hash()
@@ -153,7 +158,7 @@ type coverage struct {
 // transitionOf returns the transition from the canonical list c to snap's
 // resources of t, made once per snapshot and list.
 func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
-	return snap.Memo(transitionKey{c.id}, func() any {
+	return snap.Memo(c.from, func() any {
 		rs := snap.Resources(t)
 		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]int{}}
 		for i := 0; tr.sameKeys && i < len(rs); i++ {

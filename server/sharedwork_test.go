@@ -305,3 +305,17 @@ func TestCurrentLeavesSharedUpsertsAlone(t *testing.T) {
 		t.Fatal("fetches wrote into the shared list")
 	}
 }
+
+// TestTransitionLookupAllocatesNothing: streams look up their transition
+// on every push; with canonical ids past those Go boxes for free, a key
+// made per lookup would allocate each time.
+func TestTransitionLookupAllocatesNothing(t *testing.T) {
+	canonicalIDs.Add(1000)
+	rs := []*resource.Resource{resource.MustNew(&clusterv3.Cluster{Name: "a"})}
+	c := canonicalOf(cache.MustSnapshot(rs...), cdsType, fHas)
+	later := cache.MustSnapshot(rs...)
+	transitionOf(later, cdsType, c)
+	if n := testing.AllocsPerRun(100, func() { transitionOf(later, cdsType, c) }); n != 0 {
+		t.Fatalf("a transition lookup allocates %v times", n)
+	}
+}
