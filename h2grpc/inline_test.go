@@ -71,12 +71,23 @@ func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_Streaming
 // TestInlineKeepsOrder sends a mix of requests that the inline receiver
 // takes and requests it leaves (a large one among them spans frames) and
 // checks that every request was handled once, in the order sent, and that
-// both paths were used.
+// both paths were used. The large ones are left, or taken: their frames
+// are then joined when a read holds them all.
 func TestInlineKeepsOrder(t *testing.T) {
-	svc := &inlineService{seen: make(chan struct{}, 1024)}
+	for name, takes := range map[string]func(int) bool{
+		"large ones left":  nil,
+		"large ones taken": func(size int) bool { return size != 2 },
+	} {
+		t.Run(name, func(t *testing.T) { testInlineKeepsOrder(t, takes) })
+	}
+}
+
+func testInlineKeepsOrder(t *testing.T, takes func(int) bool) {
+	svc := &inlineService{seen: make(chan struct{}, 1024), takes: takes}
 	_, addr := serve(t, h2grpc.Options{}, svc)
 	c := dial(t, addr)
-	stream, err := c.StreamingInputCall(ctx(t))
+	callCtx := ctx(t)
+	stream, err := c.StreamingInputCall(callCtx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +106,11 @@ func TestInlineKeepsOrder(t *testing.T) {
 		}
 		if i%3 == 0 { // now and then, let the handler catch up
 			for len(svc.seenSoFar()) < i+1 {
-				<-svc.seen // one per request handled
+				select {
+				case <-svc.seen: // one per request handled
+				case <-callCtx.Done():
+					t.Fatalf("%d requests handled, want %d", len(svc.seenSoFar()), i+1)
+				}
 			}
 		}
 	}

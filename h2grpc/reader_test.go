@@ -444,6 +444,18 @@ func seedFrames(t testing.TB) [][]byte {
 			fr.WriteData(1, false, grpcMsg)
 			fr.WritePing(false, [8]byte{5})
 		},
+		func(fr *http2.Framer) { // messages cut into frames, which the fast path joins
+			two := append(slices.Clone(grpcMsg), grpcMsg...)
+			fr.WriteData(1, false, two[:3])
+			fr.WriteData(1, false, two[3:9])
+			fr.WriteData(1, false, two[9:])
+			fr.WriteData(1, false, grpcMsg[:2])
+			fr.WriteDataPadded(1, false, grpcMsg[2:6], make([]byte, 3))
+			fr.WriteData(1, false, grpcMsg[6:])
+			fr.WriteData(1, false, grpcMsg[:5])
+			fr.WriteData(3, false, grpcMsg)
+			fr.WriteData(1, true, grpcMsg[5:])
+		},
 		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FramePing, 0, 1, make([]byte, 8)) }, // not on stream 0
 		func(fr *http2.Framer) { fr.WriteRawFrame(http2.FramePing, 0, 0, make([]byte, 7)) }, // not 8 bytes
 	} {
