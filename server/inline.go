@@ -147,15 +147,11 @@ func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 
 // nodeDecodes reports whether node, a node repeated by a later request,
 // decodes, as the handler would decode it, without its extensions (it fails
-// the stream otherwise, though it ignores the node). The digest of the last
-// node that decoded is kept, so a client that repeats its node costs a walk
-// over its fields and a hash of those it keeps per ACK. Call it with st.mu
-// held.
+// the stream otherwise, though it ignores the node). The digest of the last node that decoded is
+// kept, so a client that repeats its node costs a hash per ACK. Call it
+// with st.mu held.
 func (st *stream) nodeDecodes(node []byte) bool {
-	h, ok := keptNodeDigest(node)
-	if !ok {
-		return false
-	}
+	h := maphash.Bytes(digestSeed, node)
 	if st.nodeChecked && st.nodeDigest == h {
 		return true
 	}
@@ -165,44 +161,6 @@ func (st *stream) nodeDecodes(node []byte) bool {
 	st.nodeDigest, st.nodeChecked = h, true
 	return true
 }
-
-// keptNodeDigest returns the digest of nodeWithoutExtensions(node) without
-// making it: the extensions, an Envoy's 33 KB of its node's 34, are stepped
-// over, not hashed. It reports false if node does not parse.
-func keptNodeDigest(node []byte) (uint64, bool) {
-	var h maphash.Hash
-	h.SetSeed(digestSeed)
-	kept := 0 // the run of fields to hash next starts here
-	for b := node; len(b) > 0; {
-		var n int
-		ext := b[0] == extensionTag
-		if ext { // the common case, read here: a call per field costs more than hashing it
-			size, m := protowire.ConsumeVarint(b[1:])
-			if m < 0 || size > uint64(len(b)-1-m) {
-				return 0, false
-			}
-			n = 1 + m + int(size)
-		} else {
-			var num protowire.Number
-			if num, _, n = protowire.ConsumeField(b); n < 0 {
-				return 0, false
-			}
-			ext = num == nodeExtensions.Number()
-		}
-		if ext {
-			if at := len(node) - len(b); at > kept {
-				h.Write(node[kept:at])
-			}
-			kept = len(node) - len(b) + n
-		}
-		b = b[n:]
-	}
-	h.Write(node[kept:])
-	return h.Sum64(), true
-}
-
-// extensionTag is the tag of Node.extensions as encoders write it.
-var extensionTag = byte(protowire.EncodeTag(nodeExtensions.Number(), protowire.BytesType))
 
 // trimStringField returns b without its last field if that field is field
 // num holding s, encoded as protobuf encoders do.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"hash/maphash"
 	"testing"
 	"time"
 
@@ -170,10 +169,6 @@ func FuzzNodeSkipped(f *testing.F) {
 		if ok := (&stream{}).nodeDecodes(data); ok != (wantErr == nil) {
 			t.Fatalf("nodeDecodes = %v, reference error %v", ok, wantErr)
 		}
-		kept, keptOK := nodeWithoutExtensions(data)
-		if h, ok := keptNodeDigest(data); ok != keptOK || ok && h != maphash.Bytes(digestSeed, kept) {
-			t.Fatalf("keptNodeDigest = %x, %v; the digest of nodeWithoutExtensions's %x, %v", h, ok, kept, keptOK)
-		}
 	})
 }
 
@@ -224,30 +219,5 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 	}
 	if got := withoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, sotwReqNodeField); len(got) != 3 {
 		t.Errorf("a request that does not parse changed: %x", got)
-	}
-}
-
-// TestRepeatedNodeChecked checks the memo of nodeDecodes: a node repeated
-// with other extensions is taken without decoding it again, and one whose
-// kept fields changed is decoded again, and refused if they do not decode.
-func TestRepeatedNodeChecked(t *testing.T) {
-	enc := func(n *corev3.Node) []byte { b, _ := proto.Marshal(n); return b }
-	first := enc(&corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "e1"}}})
-	otherExts := enc(&corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "e2"}, {Name: "e3"}}})
-	// The same node, its cluster (field 2) invalid UTF-8.
-	badCluster := append(protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("n")),
-		protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte{0xff})...)
-	st := &stream{}
-	for i, step := range []struct {
-		node []byte
-		want bool
-	}{{first, true}, {otherExts, true}, {badCluster, false}, {first, true}, {[]byte{0x0a, 0x05}, false}} {
-		digest := st.nodeDigest
-		if got := st.nodeDecodes(step.node); got != step.want {
-			t.Fatalf("step %d: nodeDecodes = %v, want %v", i, got, step.want)
-		}
-		if i == 1 && st.nodeDigest != digest {
-			t.Errorf("other extensions changed the digest kept")
-		}
 	}
 }
