@@ -45,7 +45,10 @@ func (c *conn) handleWhole(b []byte) (int, bool, error) {
 		switch {
 		case fh.Type == http2.FrameData && fh.StreamID != 0:
 			if fh.Flags&(http2.FlagDataPadded|http2.FlagDataEndStream) == 0 {
-				end, payload, fh = c.joinData(b, end, payload, fh)
+				var wait bool
+				if end, payload, fh, wait = c.joinData(b, used, fh); wait {
+					return used, true, nil
+				}
 			}
 			err = c.onData(fh, payload)
 		case fh.Type == http2.FrameWindowUpdate && fh.Length == 4:
@@ -63,39 +66,61 @@ func (c *conn) handleWhole(b []byte) (int, bool, error) {
 	return used, true, nil
 }
 
-// joinData joins to a DATA frame, whose payload ends at b[end], the DATA
-// frames whole in b right after it on the same stream, unpadded, up to one
-// that ends the stream: it moves their payloads back over the frame headers
-// between them, in place. A message the client split into frames (grpc-go
-// cuts at 16 KiB: an Envoy's node repeated in an ACK takes three) then
-// reaches its stream whole, which takes it inline without assembling it in a
-// buffer of its own. It returns the end of the last frame joined, the joined
-// payload and a header for it, counting the frames' lengths together: what
-// onData checks against the windows and credits back. It joins no more than
-// the connection's window admits, so that a client that overruns it fails
-// at the same frame as it would frame by frame; a client keeping to the
-// windows could not have counted on credit for the first frame when it sent
-// the others, which the socket already held.
-func (c *conn) joinData(b []byte, end int, payload []byte, fh http2.FrameHeader) (int, []byte, http2.FrameHeader) {
-	start := end - len(payload) // the joined payload's first byte
-	size := len(payload)
-	for len(b)-end >= frameHeaderLen {
-		h := b[end : end+frameHeaderLen]
+// joinData joins to the DATA frame at b[at:] the DATA frames whole in b
+// right after it on the same stream, unpadded, up to one that ends the
+// stream: it moves their payloads back over the frame headers between them,
+// in place. A message the client cut into frames (grpc-go cuts at 16 KiB:
+// an Envoy's node repeated in an ACK takes three) then reaches its stream
+// whole, which takes it inline without assembling it in a buffer of its
+// own. It returns the end of the last frame joined, the joined payload, and
+// a header for it that counts the frames' lengths together: what onData
+// checks against the windows and credits back.
+//
+// It joins no more than the connection's window admits, so that a client
+// that overruns it fails at the same frame as it would frame by frame; a
+// client keeping to the windows could not have counted on credit for the
+// first frame when it sent the others, which the socket already held.
+//
+// If the frames are followed by the start of the stream's next DATA frame,
+// which the client is sending whole, a read buffer holds them all, and
+// they end no message (see endsNoMessage), it moves nothing and reports
+// wait: the reader waits for the rest, to join it too, rather than have the
+// stream copy this part of a message aside.
+func (c *conn) joinData(b []byte, at int, fh http2.FrameHeader) (end int, payload []byte, joined http2.FrameHeader, wait bool) {
+	start := at + frameHeaderLen // of the joined payload
+	end = start + int(fh.Length)
+	last := end // the end of the last frame to join
+	for next, total := end, int64(fh.Length); len(b)-next >= frameHeaderLen; {
+		h := b[next : next+frameHeaderLen]
 		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
 		flags := http2.Flags(h[4])
 		if http2.FrameType(h[3]) != http2.FrameData || flags.Has(http2.FlagDataPadded) ||
 			binary.BigEndian.Uint32(h[5:])&(1<<31-1) != fh.StreamID ||
-			n > maxFrameSize || len(b)-end-frameHeaderLen < n || int64(fh.Length)+int64(n) > int64(c.recvWin) {
+			n > maxFrameSize || total+int64(n) > int64(c.recvWin) {
 			break
 		}
-		copy(b[start+size:], b[end+frameHeaderLen:end+frameHeaderLen+n])
-		size += n
-		end += frameHeaderLen + n
-		fh.Length += uint32(n)
+		if next+frameHeaderLen+n > len(b) {
+			if next+frameHeaderLen+n-at <= bigReadBufSize {
+				if st := c.stream(fh.StreamID); st != nil && st.endsNoMessage(b[start:end], int(total)) {
+					return at, nil, fh, true
+				}
+			}
+			break
+		}
+		next += frameHeaderLen + n
+		total += int64(n)
+		last = next
 		if flags.Has(http2.FlagDataEndStream) {
-			fh.Flags |= http2.FlagDataEndStream
 			break
 		}
 	}
-	return end, b[start : start+size : start+size], fh
+	for end < last {
+		h := b[end : end+frameHeaderLen]
+		n := int(h[0])<<16 | int(h[1])<<8 | int(h[2])
+		fh.Flags |= http2.Flags(h[4]) & http2.FlagDataEndStream // read before the move overwrites h
+		copy(b[start+int(fh.Length):], b[end+frameHeaderLen:end+frameHeaderLen+n])
+		end += frameHeaderLen + n
+		fh.Length += uint32(n)
+	}
+	return end, b[start : start+int(fh.Length) : start+int(fh.Length)], fh, false
 }

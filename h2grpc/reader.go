@@ -53,9 +53,10 @@ func newReader(nc net.Conn) io.Reader {
 // the read loop asks for a frame header with nothing buffered (boundary):
 // after each read it passes the buffered bytes to frames, and while that
 // handles them all, it reads on, and waits for the socket again once a read
-// finds nothing (EAGAIN) with nothing left over. So a client's ACK costs
-// the read loop no return from the read, no frame-by-frame copying through
-// the framer, and no second entry into the netpoller's read.
+// finds nothing (EAGAIN), holding the start of a frame, if one is left over,
+// until the rest comes. So a client's ACK costs the read loop no return from
+// the read, no frame-by-frame copying through the framer, and no second
+// entry into the netpoller's read.
 type pooledReader struct {
 	rc   syscall.RawConn
 	buf  *[]byte // nil while there is nothing unread and no read is under way
@@ -169,11 +170,12 @@ func (p *pooledReader) read(fd uintptr) bool {
 		}
 		n, err := syscall.Read(int(fd), buf[p.w:])
 		if wouldBlock(err) {
-			if p.r == p.w {
-				p.release()
-				return false
-			}
-			return true // the start of a frame: the read loop waits for the rest, holding no buffer
+			// Nothing left over, or the start of a frame, whose rest a
+			// client sends with it (a frame is written whole): wait for
+			// it here, where the whole frame goes to frames, rather than
+			// copy the start out to the read loop and the rest after it.
+			p.release()
+			return false
 		}
 		if err != nil || n == 0 {
 			p.rerr = readErr(err)

@@ -247,6 +247,24 @@ func (st *stream) assemble(data []byte) {
 	}
 }
 
+// endsNoMessage reports whether n bytes of the stream's data, which start
+// with head, would end no message: they all go to one that goes on past
+// them, so that handling them later holds up no request.
+func (st *stream) endsNoMessage(head []byte, n int) bool {
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	switch {
+	case st.rerr != nil || st.closed:
+		return false
+	case st.msg != nil:
+		return len(*st.msg)-st.msgN > n
+	case st.prefixN > 0 || len(head) < len(st.prefix) || head[0] != 0:
+		return false
+	}
+	size := int(binary.BigEndian.Uint32(head[1:]))
+	return size <= st.c.srv.opts.MaxRecvMsgSize && len(st.prefix)+size > n
+}
+
 // creditLocked returns the bytes to credit back to the client now, if any:
 // once a quarter of the window is used, unless the handler is behind.
 func (st *stream) creditLocked() int32 {
