@@ -64,6 +64,7 @@ type pooledReader struct {
 
 	frames   frameHandler // set by the read loop once the connection's first frame is handled
 	boundary bool         // the read loop is at a frame boundary: frames may run
+	need     int          // while boundary: the bytes past r that frames needs before it runs again
 
 	// The read fill passes to rc, made once (a closure would be allocated
 	// on every read), and its arguments and results.
@@ -104,7 +105,9 @@ func (p *pooledReader) take(n int) ([]byte, bool) {
 
 // atBoundary tells the reader that the read loop is about to read a frame
 // header: if nothing is buffered, frames may run inside the next read.
-func (p *pooledReader) atBoundary() { p.boundary = p.frames != nil && p.r == p.w }
+func (p *pooledReader) atBoundary() {
+	p.boundary, p.need = p.frames != nil && p.r == p.w, 0
+}
 
 // fill waits for the socket to be readable and reads it: into b if b is at
 // least a buffer long and the read loop is inside a frame (then p.direct
@@ -170,10 +173,14 @@ func (p *pooledReader) read(fd uintptr) bool {
 		}
 		n, err := syscall.Read(int(fd), buf[p.w:])
 		if wouldBlock(err) {
-			// Nothing left over, or the start of a frame, whose rest a
-			// client sends with it (a frame is written whole): wait for
-			// it here, where the whole frame goes to frames, rather than
-			// copy the start out to the read loop and the rest after it.
+			// Nothing left over, or what frames needs more of: the start
+			// of a frame, whose rest a client sends with it (a frame is
+			// written whole), after any frames it waits to join to it.
+			// Wait for it here, where the whole frame goes to frames,
+			// rather than copy the start out to the read loop and the
+			// rest after it. A connection that stops inside a frame so
+			// holds its buffer, 64 KiB if the frame was larger than the
+			// first, until the rest comes.
 			p.release()
 			return false
 		}
@@ -186,14 +193,18 @@ func (p *pooledReader) read(fd uintptr) bool {
 		if !p.boundary {
 			return true
 		}
-		used, whole, err := p.frames(buf[p.r:p.w])
+		if p.w-p.r < p.need {
+			continue // the frame frames waits for is not whole yet
+		}
+		used, need, err := p.frames(buf[p.r:p.w])
 		p.r += used
+		p.need = need
 		switch {
 		case err != nil:
 			p.ferr = err
 			p.release()
 			return true
-		case !whole:
+		case need == 0:
 			return true // a frame for the read loop
 		}
 		// Read on until the socket has nothing: a short read does not

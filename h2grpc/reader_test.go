@@ -467,3 +467,66 @@ func seedFrames(t testing.TB) [][]byte {
 	}
 	return out
 }
+
+// grpcMessage returns a request of body bytes as a gRPC message: prefix
+// and encoded request.
+func grpcMessage(t *testing.T, body int) []byte {
+	b, err := proto.Marshal(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, body)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...)
+}
+
+// TestBurstBeforeSettings: a client may send up to 65,535 bytes on a
+// stream before it has seen the server's SETTINGS (RFC 9113 6.9.2), even
+// if they lower the window: frames that a read holds together are taken as
+// they are one by one, with credit between them, on both paths.
+func TestBurstBeforeSettings(t *testing.T) {
+	opts := h2grpc.Options{InitialWindowSize: 32 << 10}
+	_, inside := serve(t, opts, sinkService{})
+	pull := h2grpc.NewServer(opts)
+	h2grpc.PullOnly(pull)
+	loopOnly := serveOn(t, pull, sinkService{})
+	msg := grpcMessage(t, 48<<10-20) // odd: taken inline
+	var w bytes.Buffer
+	fr := http2.NewFramer(&w, nil)
+	for off := 0; off < len(msg); off += 16 << 10 {
+		end := min(off+16<<10, len(msg))
+		fr.WriteData(1, end == len(msg), msg[off:end])
+	}
+	for name, addr := range map[string]string{"inside reads": inside, "read loop only": loopOnly} {
+		nc, _ := openCall(t, addr)
+		if _, err := nc.Write(w.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second)) // a reset stream has no trailers
+		if got := readStatus(nc); got != "0" {
+			t.Errorf("%s: grpc-status %q, want 0", name, got)
+		}
+	}
+}
+
+// TestRequestBeforeFrameCutShort: a request whose frames are whole is
+// handled while the stream's next frame is only begun: the reader waits
+// for the rest of a frame to join it only to frames that end no request.
+func TestRequestBeforeFrameCutShort(t *testing.T) {
+	svc := &inlineService{seen: make(chan struct{}, 16), takes: func(int) bool { return true }}
+	_, addr := serve(t, h2grpc.Options{}, svc)
+	nc, _ := openCall(t, addr)
+	m1, m2 := grpcMessage(t, 300), grpcMessage(t, 100)
+	var w bytes.Buffer
+	fr := http2.NewFramer(&w, nil)
+	fr.WriteData(1, false, m1[:100])
+	fr.WriteData(1, false, m1[100:])
+	fr.WriteData(1, false, m2)
+	b := w.Bytes()
+	if _, err := nc.Write(b[:len(b)-10]); err != nil {
+		t.Fatal(err)
+	}
+	svc.waitFor(t, 1)
+	if _, err := nc.Write(b[len(b)-10:]); err != nil {
+		t.Fatal(err)
+	}
+	svc.waitFor(t, 2)
+}

@@ -247,6 +247,13 @@ func (st *stream) assemble(data []byte) {
 	}
 }
 
+// window returns what the client may still send on the stream.
+func (st *stream) window() int32 {
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	return st.recvWin
+}
+
 // endsNoMessage reports whether n bytes of the stream's data, which start
 // with head, would end no message: they all go to one that goes on past
 // them, so that handling them later holds up no request.
