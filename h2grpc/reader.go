@@ -65,12 +65,6 @@ type pooledReader struct {
 	frames   frameHandler // set by the read loop once the connection's first frame is handled
 	boundary bool         // the read loop is at a frame boundary: frames may run
 	need     int          // while boundary: the bytes past r that frames needs before it runs again
-	// bigNext is set while the connection's reads need the big buffer (its
-	// client's requests do not fit the first: an Envoy repeating its node):
-	// the next read starts in one, rather than fill a small one, copy it
-	// over and read again. bigUsed is set once the buffer held more than a
-	// small one holds, which bigNext takes when the buffer goes back.
-	bigNext, bigUsed bool
 
 	// The read fill passes to rc, made once (a closure would be allocated
 	// on every read), and its arguments and results.
@@ -162,11 +156,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			return true
 		}
 		if p.buf == nil {
-			pool := &readBufs
-			if p.bigNext {
-				pool = &bigReadBufs
-			}
-			p.buf, p.r, p.w = pool.Get().(*[]byte), 0, 0
+			p.buf, p.r, p.w = readBufs.Get().(*[]byte), 0, 0
 		}
 		buf := *p.buf
 		if p.r == p.w {
@@ -200,7 +190,6 @@ func (p *pooledReader) read(fd uintptr) bool {
 			return true
 		}
 		p.w += n
-		p.bigUsed = p.bigUsed || p.w > readBufSize
 		if !p.boundary {
 			return true
 		}
@@ -239,7 +228,6 @@ func (p *pooledReader) release() {
 	if p.buf != nil && p.r == p.w {
 		if len(*p.buf) == bigReadBufSize {
 			bigReadBufs.Put(p.buf)
-			p.bigNext, p.bigUsed = p.bigUsed, false
 		} else {
 			readBufs.Put(p.buf)
 		}

@@ -16,7 +16,26 @@ import (
 // that sends the rest of a frame a byte at a time must not have the frames
 // before it scanned again on every read.
 func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
-	client, rc := socketPair(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	server, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer server.Close()
+	rc, err := server.(*net.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	const want = 100
 	var mu sync.Mutex
 	var calls []int // the bytes frames was given, call by call
@@ -79,67 +98,4 @@ func unread(t *testing.T, rc syscall.RawConn) int {
 		t.Fatal(err, errno)
 	}
 	return int(n)
-}
-
-// socketPair returns the client's end of a loopback TCP connection and the
-// raw server end, both closed when the test ends.
-func socketPair(t *testing.T) (net.Conn, syscall.RawConn) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	rc, err := server.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client, rc
-}
-
-// TestReaderStartsBigWhenRequestsAre checks that a connection whose reads
-// needed the big buffer starts its next read in one, once it has given its
-// buffer back, and goes back to a small one after a read that did not need
-// it.
-func TestReaderStartsBigWhenRequestsAre(t *testing.T) {
-	client, rc := socketPair(t)
-	p := &pooledReader{rc: rc}
-	var size, bufLen int // the bytes to wait for, and the buffer frames saw
-	p.frames = func(b []byte) (int, int, error) {
-		if len(b) < size {
-			return 0, size, nil
-		}
-		bufLen = len(*p.buf)
-		return size, 0, nil // all used; then a frame for the read loop: Read returns
-	}
-	for i, step := range []struct{ size, wantBuf int }{
-		{20 << 10, bigReadBufSize}, // grown
-		{100, bigReadBufSize},      // started big
-		{100, readBufSize},         // small again
-		{100, readBufSize},
-	} {
-		size = step.size
-		p.atBoundary()
-		done := make(chan error, 1)
-		go func() { _, err := p.Read(make([]byte, frameHeaderLen)); done <- err }()
-		if _, err := client.Write(make([]byte, step.size)); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-done; err != nil {
-			t.Fatal(err)
-		}
-		p.release() // as the next read does once it finds nothing, unless more came
-		if bufLen != step.wantBuf {
-			t.Fatalf("read %d, of %d bytes: frames saw a buffer of %d, want %d", i, step.size, bufLen, step.wantBuf)
-		}
-	}
 }
