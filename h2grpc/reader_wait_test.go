@@ -67,13 +67,15 @@ func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
 	write(50)
 	<-called // frames has seen the start, and said what it needs
 	write(want - 50 - 1)
-	// Wait until the reader has read those bytes too, short of what frames needs.
+	// Wait until the reader has read those bytes too, short of what frames
+	// needs. Nothing signals that read (frames must not run), so the socket's
+	// receive queue is polled, bounded by a deadline.
 	deadline := time.Now().Add(10 * time.Second)
 	for unread(t, rc) > 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the reader did not read what was sent")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling a condition, bounded by the deadline
 	}
 	write(1)
 	if err := <-done; err != nil {
