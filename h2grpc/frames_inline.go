@@ -77,11 +77,14 @@ func (c *conn) handleWhole(b []byte) (int, int, error) {
 // stream that is not open), and a header that counts the frames' lengths
 // together: what onData checks against the windows and credits back.
 //
-// It joins no more than the connection's and the stream's windows admit, so
-// that the frames pass or fail the checks as they would one by one: the
-// server credits back as frames come, and a client keeping to the windows
-// (or sending before it has seen the server's SETTINGS, as RFC 9113 allows)
-// may count on credit for its first frames when it sends the others.
+// It joins no more than the connection's and the stream's windows admit,
+// and no more than keeps the stream's queue within a window (see
+// joinable), so that frames that would pass the flow-control checks one by
+// one pass them joined, and are credited back as far: one by one, the
+// server credits back as frames come, and a client sending before it has
+// seen the server's SETTINGS, as RFC 9113 allows, may count on that credit.
+// (Joined, a few such bursts pass that one by one would fail: credit for
+// the frames joined comes at once, not a quarter window at a time.)
 //
 // If the frames are followed by the start of the stream's next DATA frame,
 // which the client is sending whole, a read buffer holds them all, and they
@@ -98,7 +101,7 @@ func (c *conn) joinData(b []byte, at int, fh http2.FrameHeader) (end int, payloa
 	if st == nil {
 		return end, b[start:end:end], fh, false
 	}
-	win := int64(min(c.recvWin, st.window()))
+	win := min(int64(c.recvWin), st.joinable())
 	last := end // the end of the last frame to join
 	for next, total := end, int64(fh.Length); len(b)-next >= frameHeaderLen; {
 		h := b[next : next+frameHeaderLen]

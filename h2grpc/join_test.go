@@ -30,6 +30,7 @@ func TestJoinData(t *testing.T) {
 		joined    int   // frames joined, the first included
 		wait      bool  // the reader is to wait for the rest of the frame cut short
 		noStream  bool  // stream 1 is not open
+		queued    int   // bytes the stream has queued for its handler
 		// The stream's message: msgLeft bytes of one begun before, or one
 		// of msgSize bytes that the first frame begins, or prefixN bytes
 		// of a message's prefix; none: the first frame's bytes are no
@@ -48,6 +49,8 @@ func TestJoinData(t *testing.T) {
 		"up to the window":             {frames: three, window: 190, joined: 3},
 		"not past the stream's window": {frames: three, streamWin: 189, joined: 2},
 		"up to the stream's window":    {frames: three, streamWin: 190, joined: 3},
+		"not past a queue of a window": {frames: three, queued: 1<<30 - 189, joined: 2},
+		"up to a queue of a window":    {frames: three, queued: 1<<30 - 190, joined: 3},
 		"not a frame over the limit":   {frames: []frame{data(1, 100), data(1, maxFrameSize+1)}, joined: 1},
 		"empty frames":                 {frames: []frame{data(1, 10), data(1, 0), data(1, 5)}, joined: 3},
 
@@ -87,9 +90,9 @@ func TestJoinData(t *testing.T) {
 				}
 			}
 			b := w.Bytes()[:w.Len()-tc.cut]
-			c := &conn{recvWin: orDefault(tc.window, 1<<30), srv: &Server{opts: Options{MaxRecvMsgSize: 1 << 20}}}
+			c := &conn{recvWin: orDefault(tc.window, 1<<30), srv: &Server{opts: Options{MaxRecvMsgSize: 1 << 20, InitialWindowSize: 1 << 30}}}
 			if !tc.noStream {
-				st := &stream{c: c, id: 1, recvWin: orDefault(tc.streamWin, 1<<30), prefixN: tc.prefixN}
+				st := &stream{c: c, id: 1, recvWin: orDefault(tc.streamWin, 1<<30), prefixN: tc.prefixN, queued: tc.queued}
 				if tc.msgLeft > 0 {
 					msg := make([]byte, tc.msgLeft+7)
 					st.msg, st.msgN = &msg, 7

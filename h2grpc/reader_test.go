@@ -481,28 +481,41 @@ func grpcMessage(t *testing.T, body int) []byte {
 // TestBurstBeforeSettings: a client may send up to 65,535 bytes on a
 // stream before it has seen the server's SETTINGS (RFC 9113 6.9.2), even
 // if they lower the window: frames that a read holds together are taken as
-// they are one by one, with credit between them, on both paths.
+// they are one by one, with credit between them, on both paths. A first
+// request, handled, has the server wait at a frame boundary, where the
+// frames that come are handled inside its reads.
 func TestBurstBeforeSettings(t *testing.T) {
 	opts := h2grpc.Options{InitialWindowSize: 32 << 10}
-	_, inside := serve(t, opts, sinkService{})
+	takeAll := func(int) bool { return true }
+	insideSvc := &inlineService{seen: make(chan struct{}, 16), takes: takeAll}
+	_, inside := serve(t, opts, insideSvc)
+	loopSvc := &inlineService{seen: make(chan struct{}, 16), takes: takeAll}
 	pull := h2grpc.NewServer(opts)
 	h2grpc.PullOnly(pull)
-	loopOnly := serveOn(t, pull, sinkService{})
-	msg := grpcMessage(t, 48<<10-20) // odd: taken inline
-	var w bytes.Buffer
-	fr := http2.NewFramer(&w, nil)
+	loopOnly := serveOn(t, pull, loopSvc)
+	var first, burst bytes.Buffer
+	http2.NewFramer(&first, nil).WriteData(1, false, grpcMessage(t, 1))
+	msg := grpcMessage(t, 48<<10-20)
+	fr := http2.NewFramer(&burst, nil)
 	for off := 0; off < len(msg); off += 16 << 10 {
 		end := min(off+16<<10, len(msg))
 		fr.WriteData(1, end == len(msg), msg[off:end])
 	}
-	for name, addr := range map[string]string{"inside reads": inside, "read loop only": loopOnly} {
-		nc, _ := openCall(t, addr)
-		if _, err := nc.Write(w.Bytes()); err != nil {
+	for _, server := range []struct {
+		name, addr string
+		svc        *inlineService
+	}{{"inside reads", inside, insideSvc}, {"read loop only", loopOnly, loopSvc}} {
+		nc, _ := openCall(t, server.addr)
+		if _, err := nc.Write(first.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+		server.svc.waitFor(t, 1)
+		if _, err := nc.Write(burst.Bytes()); err != nil {
 			t.Fatal(err)
 		}
 		nc.SetReadDeadline(time.Now().Add(10 * time.Second)) // a reset stream has no trailers
 		if got := readStatus(nc); got != "0" {
-			t.Errorf("%s: grpc-status %q, want 0", name, got)
+			t.Errorf("%s: grpc-status %q, want 0", server.name, got)
 		}
 	}
 }
@@ -510,12 +523,18 @@ func TestBurstBeforeSettings(t *testing.T) {
 // TestRequestBeforeFrameCutShort: a request whose frames are whole is
 // handled while the stream's next frame is only begun: the reader waits
 // for the rest of a frame to join it only to frames that end no request.
+// A first request, handled, has the server wait at a frame boundary.
 func TestRequestBeforeFrameCutShort(t *testing.T) {
 	svc := &inlineService{seen: make(chan struct{}, 16), takes: func(int) bool { return true }}
 	_, addr := serve(t, h2grpc.Options{}, svc)
 	nc, _ := openCall(t, addr)
-	m1, m2 := grpcMessage(t, 300), grpcMessage(t, 100)
-	var w bytes.Buffer
+	m0, m1, m2 := grpcMessage(t, 1), grpcMessage(t, 300), grpcMessage(t, 100)
+	var first, w bytes.Buffer
+	http2.NewFramer(&first, nil).WriteData(1, false, m0)
+	if _, err := nc.Write(first.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	svc.waitFor(t, 1)
 	fr := http2.NewFramer(&w, nil)
 	fr.WriteData(1, false, m1[:100])
 	fr.WriteData(1, false, m1[100:])
@@ -524,9 +543,9 @@ func TestRequestBeforeFrameCutShort(t *testing.T) {
 	if _, err := nc.Write(b[:len(b)-10]); err != nil {
 		t.Fatal(err)
 	}
-	svc.waitFor(t, 1)
+	svc.waitFor(t, 2)
 	if _, err := nc.Write(b[len(b)-10:]); err != nil {
 		t.Fatal(err)
 	}
-	svc.waitFor(t, 2)
+	svc.waitFor(t, 3)
 }

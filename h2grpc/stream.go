@@ -247,11 +247,15 @@ func (st *stream) assemble(data []byte) {
 	}
 }
 
-// window returns what the client may still send on the stream.
-func (st *stream) window() int32 {
+// joinable returns how many bytes of data the stream takes in one onData
+// as it would frame by frame: no more than its window, nor more than keeps
+// what it has queued within a window, past which it stops crediting the
+// client back (see creditLocked), which frame by frame it might have done
+// partway.
+func (st *stream) joinable() int64 {
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
-	return st.recvWin
+	return min(int64(st.recvWin), int64(st.c.srv.opts.InitialWindowSize)-int64(st.queued))
 }
 
 // endsNoMessage reports whether n bytes of the stream's data, which start

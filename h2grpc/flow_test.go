@@ -1,0 +1,127 @@
+package h2grpc
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"net"
+	"testing"
+
+	"golang.org/x/net/http2"
+)
+
+// discardConn takes whatever the server writes (its WINDOW_UPDATEs).
+type discardConn struct{ net.Conn }
+
+func (discardConn) Write(b []byte) (int, error) { return len(b), nil }
+
+// queueingConn returns a connection with stream 1 open, its window w, and
+// no handler reading: every message queues.
+func queueingConn(w int32) (*conn, *stream) {
+	c := &conn{recvWin: 1 << 20, ready: true, nc: discardConn{},
+		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}}}
+	c.wcond.L = &c.wmu
+	st := &stream{c: c, id: 1, recvWin: w, ready: make(chan struct{}, 1)}
+	st.ctx, st.cancel = context.WithCancel(context.Background())
+	c.streams = map[uint32]*stream{1: st}
+	return c, st
+}
+
+// burstFails reports whether DATA frames of whole messages of the given
+// sizes (prefix included) fail stream 1's flow control, handled one by one
+// or joined (all in one buffer), on a stream whose window is w.
+func burstFails(t *testing.T, w int32, sizes []int, joined bool) bool {
+	var frames [][]byte
+	for _, n := range sizes {
+		var b bytes.Buffer
+		p := make([]byte, n)
+		binary.BigEndian.PutUint32(p[1:], uint32(n-5))
+		http2.NewFramer(&b, nil).WriteData(1, false, p)
+		frames = append(frames, b.Bytes())
+	}
+	if joined {
+		frames = [][]byte{bytes.Join(frames, nil)}
+	}
+	c, st := queueingConn(w)
+	defer st.cancel()
+	for _, f := range frames {
+		if used, _, err := c.handleWhole(f); err != nil || used != len(f) {
+			t.Fatalf("handleWhole used %d of %d bytes: %v", used, len(f), err)
+		}
+	}
+	return st.rerr != nil
+}
+
+// TestJoinedBurstsPassAsOneByOne: bursts a client may send before it has
+// seen the server's SETTINGS (up to 65,535 bytes, RFC 9113 6.9.2), against
+// a smaller stream window, with the handler behind: a burst that passes
+// frame by frame passes joined, whatever credit frame by frame would have
+// given partway.
+func TestJoinedBurstsPassAsOneByOne(t *testing.T) {
+	const w = 32 << 10
+	cases := [][]int{{8192, 5728, 4096, 6581, 8192, 12288, 8192, 10262}} // the reviewer's
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 1000 {
+		var sizes []int
+		for total := 0; ; {
+			n := 5 + rnd.IntN(maxFrameSize-5+1)
+			if rnd.IntN(2) == 0 {
+				n = []int{4096, 8192, 12288, maxFrameSize}[rnd.IntN(4)]
+			}
+			if total+n > 65535 {
+				break
+			}
+			sizes = append(sizes, n)
+			total += n
+		}
+		cases = append(cases, sizes)
+	}
+	for _, sizes := range cases {
+		if burstFails(t, w, sizes, true) && !burstFails(t, w, sizes, false) {
+			t.Fatalf("frames of %v: fail joined, pass one by one", sizes)
+		}
+	}
+}
+
+// TestHandleWholeNeeds checks what handleWhole says it needs before it can
+// go on, which the reader waits for before it runs it again.
+func TestHandleWholeNeeds(t *testing.T) {
+	frame := func(typ http2.FrameType, stream uint32, size int) []byte {
+		var b bytes.Buffer
+		fr := http2.NewFramer(&b, nil)
+		fr.AllowIllegalWrites = true
+		fr.WriteRawFrame(typ, 0, stream, make([]byte, size))
+		return b.Bytes()
+	}
+	big := frame(http2.FrameData, 1, 1000)
+	for name, tc := range map[string]struct {
+		b          []byte
+		headerOpen bool
+		msgLeft    int // stream 1 is in a message, with this much of it to come
+		used, need int
+	}{
+		"nothing":                   {b: nil, need: frameHeaderLen},
+		"part of a header":          {b: big[:5], need: frameHeaderLen},
+		"part of a frame":           {b: big[:500], need: len(big)},
+		"a frame over the limit":    {b: frame(http2.FrameData, 1, maxFrameSize+1)[:frameHeaderLen]},
+		"a frame for the read loop": {b: frame(http2.FrameHeaders, 3, 10)},
+		"inside a header block":     {b: big[:5], headerOpen: true},
+		"frames waiting to join": {b: append(frame(http2.FrameData, 1, 100), big[:500]...), msgLeft: 5000,
+			need: frameHeaderLen + 100 + len(big)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, st := queueingConn(1 << 20)
+			defer st.cancel()
+			c.headerOpen = tc.headerOpen
+			if tc.msgLeft > 0 {
+				msg := make([]byte, tc.msgLeft)
+				st.msg = &msg
+			}
+			used, need, err := c.handleWhole(tc.b)
+			if err != nil || used != tc.used || need != tc.need {
+				t.Fatalf("used %d, need %d, %v; want used %d, need %d", used, need, err, tc.used, tc.need)
+			}
+		})
+	}
+}
