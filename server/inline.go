@@ -147,18 +147,17 @@ func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 
 // nodeDecodes reports whether node, a node repeated by a later request,
 // decodes, as the handler would decode it, without its extensions (it fails
-// the stream otherwise, though it ignores the node). The digest of the last node that decoded is
-// kept, so a client that repeats its node costs a hash per ACK. Call it
-// with st.mu held.
+// the stream otherwise, though it ignores the node). The last node that
+// decoded is remembered (seenNode), so a client that repeats its node costs
+// a comparison per ACK. Call it with st.mu held.
 func (st *stream) nodeDecodes(node []byte) bool {
-	h := maphash.Bytes(digestSeed, node)
-	if st.nodeChecked && st.nodeDigest == h {
+	if st.repeated.same(node) {
 		return true
 	}
 	if kept, ok := nodeWithoutExtensions(node); !ok || proto.Unmarshal(kept, &corev3.Node{}) != nil {
 		return false
 	}
-	st.nodeDigest, st.nodeChecked = h, true
+	st.repeated.remember(node)
 	return true
 }
 

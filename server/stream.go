@@ -55,10 +55,8 @@ type stream struct {
 	// yet ACKed: an ACK taken inline then wakes the stream.
 	held   bool
 	closed bool // close has run
-	// nodeDigest is the digest of the last repeated node that decoded,
-	// if nodeChecked (see nodeDecodes).
-	nodeDigest  uint64
-	nodeChecked bool
+	// repeated is the last repeated node that decoded (see nodeDecodes).
+	repeated seenNode
 }
 
 // serve runs the stream on the handler's goroutine: it receives requests

@@ -1,0 +1,129 @@
+package server
+
+import (
+	"fmt"
+	"hash/maphash"
+	"testing"
+	"unique"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// repeatNode is a node as an Envoy encodes it: its own fields around the
+// run of the extensions it was built with (n of them).
+func repeatNode(id string, n int) []byte {
+	node := &corev3.Node{Id: id, Cluster: "c", UserAgentName: "envoy", ClientFeatures: []string{"f1", "f2"}}
+	for i := range n {
+		node.Extensions = append(node.Extensions, &corev3.Extension{Name: fmt.Sprintf("envoy.ext.%d", i), Category: "envoy.filters"})
+	}
+	b, err := proto.Marshal(node)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestSeenNodeSameBytes checks that a remembered node is recognised, and
+// that a change of any byte or of the size, before, inside or after the
+// extensions, is not.
+func TestSeenNodeSameBytes(t *testing.T) {
+	ext := protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), []byte{0x0a, 0x01, 'e'})
+	id := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("n"))
+	features := protowire.AppendBytes(protowire.AppendTag(nil, 10, protowire.BytesType), []byte("f"))
+	cat := func(parts ...[]byte) []byte {
+		var b []byte
+		for _, p := range parts {
+			b = append(b, p...)
+		}
+		return b
+	}
+	for name, node := range map[string][]byte{
+		"envoy":             repeatNode("n1", 50),
+		"no extensions":     repeatNode("n1", 0),
+		"only extensions":   cat(ext, ext),
+		"extensions first":  cat(ext, id),
+		"extensions last":   cat(id, ext),
+		"two runs":          cat(id, ext, features, ext, ext),
+		"an empty node":     {},
+		"one extension run": cat(id, ext, features),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var s seenNode
+			if s.same(node) {
+				t.Fatal("a node is recognised before any is remembered")
+			}
+			s.remember(node)
+			if !s.same(append([]byte(nil), node...)) {
+				t.Fatal("the remembered node is not recognised")
+			}
+			for i := range node {
+				changed := append([]byte(nil), node...)
+				changed[i] ^= 0x40
+				if s.same(changed) {
+					t.Fatalf("byte %d changed, still recognised", i)
+				}
+			}
+			if s.same(append(append([]byte(nil), node...), id...)) || len(node) > 0 && s.same(node[:len(node)-1]) {
+				t.Fatal("a node of another size is recognised")
+			}
+		})
+	}
+}
+
+// TestSeenNodeSharesExtensions checks that streams whose nodes differ only
+// in their own fields share one copy of the extensions, and that a
+// stream's copy does not alias the buffer its request was read into.
+func TestSeenNodeSharesExtensions(t *testing.T) {
+	a, b := repeatNode("n1", 20), repeatNode("n2-longer", 20)
+	var sa, sb seenNode
+	sa.remember(a)
+	sb.remember(b)
+	if sa.extensions == (unique.Handle[string]{}) || sa.extensions != sb.extensions {
+		t.Fatalf("the extensions are not shared: %v, %v", sa.extensions, sb.extensions)
+	}
+	if sa.extAt == sb.extAt {
+		t.Fatal("the test's nodes should place their extensions apart")
+	}
+	kept := append([]byte(nil), a...)
+	clear(a) // the read buffer, reused
+	if !sa.same(kept) {
+		t.Fatal("the remembered extensions changed with the buffer they were read from")
+	}
+	if sa.same(b) || sb.same(kept) {
+		t.Fatal("one node recognised as the other")
+	}
+	// A node with more extensions than is shared is remembered by hash.
+	big := repeatNode("n3", maxSharedExtensions/20)
+	var sc seenNode
+	sc.remember(big)
+	if sc.extensions != (unique.Handle[string]{}) || !sc.same(big) {
+		t.Fatalf("a node of %d bytes: shared %v, recognised %v", len(big), sc.extensions != (unique.Handle[string]{}), sc.same(big))
+	}
+}
+
+// BenchmarkRepeatedNode compares recognising an Envoy's repeated node
+// (about 300 extensions) by seenNode with hashing it whole, as before.
+func BenchmarkRepeatedNode(b *testing.B) {
+	node := repeatNode("node-1", 300)
+	b.Run("seenNode", func(b *testing.B) {
+		var s seenNode
+		s.remember(node)
+		b.SetBytes(int64(len(node)))
+		for b.Loop() {
+			if !s.same(node) {
+				b.Fatal("not recognised")
+			}
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		want := maphash.Bytes(digestSeed, node)
+		b.SetBytes(int64(len(node)))
+		for b.Loop() {
+			if maphash.Bytes(digestSeed, node) != want {
+				b.Fatal("not recognised")
+			}
+		}
+	})
+}
