@@ -390,21 +390,27 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 	}
 	c.recvWin -= n
 	c.recvUnacked += n
+	var connCredit int32
 	if c.recvUnacked >= c.srv.opts.InitialConnWindowSize/4 {
-		if err := c.writeWindowUpdate(0, c.recvUnacked); err != nil {
-			return err
-		}
+		connCredit = c.recvUnacked
 		c.recvWin += c.recvUnacked
 		c.recvUnacked = 0
 	}
 	st := c.stream(fh.StreamID)
-	if st == nil {
-		if c.idleStream(fh.StreamID) {
-			return http2.ConnectionError(http2.ErrCodeProtocol)
-		}
-		return nil // a stream that has ended: its data is dropped
+	if st == nil && c.idleStream(fh.StreamID) {
+		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
-	return st.onData(data, n, fh.Flags.Has(http2.FlagDataEndStream))
+	var credit int32
+	var err error
+	if st != nil { // else a stream that has ended: its data is dropped
+		credit, err = st.take(data, n, fh.Flags.Has(http2.FlagDataEndStream))
+	}
+	// Both windows are credited in one write: with one stream on the
+	// connection, they fall due on the same frame.
+	if werr := c.writeWindowUpdates(connCredit, fh.StreamID, credit); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // onHeaders opens a stream, or half-closes one on trailers.
@@ -467,9 +473,23 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 // writeWindowUpdate credits inc bytes back to the client on stream id (0:
 // the connection).
 func (c *conn) writeWindowUpdate(id uint32, inc int32) error {
+	return c.writeWindowUpdates(0, id, inc)
+}
+
+// writeWindowUpdates credits connInc bytes back to the client on the
+// connection and inc on stream id, in one write; a zero credits nothing.
+func (c *conn) writeWindowUpdates(connInc int32, id uint32, inc int32) error {
+	if connInc <= 0 && inc <= 0 {
+		return nil
+	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.wbuf = appendWindowUpdate(c.buf(), id, uint32(inc))
+	if connInc > 0 {
+		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(connInc))
+	}
+	if inc > 0 {
+		c.wbuf = appendWindowUpdate(c.buf(), id, uint32(inc))
+	}
 	return c.flushLocked()
 }
 

@@ -152,14 +152,24 @@ func (st *stream) recvRequest(m any) error {
 // included); end reports that the client ended its side. It runs on the
 // connection's goroutine.
 func (st *stream) onData(data []byte, n int32, end bool) error {
+	credit, err := st.take(data, n, end)
+	if credit > 0 {
+		return st.c.writeWindowUpdate(st.id, credit)
+	}
+	return err
+}
+
+// take is onData but for the window it returns to credit back to the
+// client, for the caller to write.
+func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 	st.rmu.Lock()
 	if st.halfClosed {
 		st.rmu.Unlock()
-		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
+		return 0, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
 	}
 	if n > st.recvWin {
 		st.rmu.Unlock()
-		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeFlowControl}
+		return 0, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeFlowControl}
 	}
 	st.recvWin -= n
 	st.unacked += n
@@ -179,10 +189,7 @@ func (st *stream) onData(data []byte, n int32, end bool) error {
 	if wake {
 		st.notify()
 	}
-	if credit > 0 {
-		return st.c.writeWindowUpdate(st.id, credit)
-	}
-	return nil
+	return credit, nil
 }
 
 // assemble cuts data into gRPC messages and passes each complete one
