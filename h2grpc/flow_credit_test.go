@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/proto"
@@ -17,7 +18,8 @@ import (
 // TestWindowsCreditedBack: a client that sends a quarter of the windows
 // gets both back, the connection's and the stream's; and the connection's
 // window is credited back for DATA the server refuses (on a half-closed
-// stream), where the stream's is not.
+// stream) or drops (on a stream that has ended, padding included), where
+// the stream's is not.
 func TestWindowsCreditedBack(t *testing.T) {
 	const window = 64 << 10
 	svc := &lingerService{handled: make(chan struct{}, 1024), ended: make(chan struct{}), release: make(chan struct{})}
@@ -91,6 +93,36 @@ func TestWindowsCreditedBack(t *testing.T) {
 	credits(false)
 	if credited[1] != open {
 		t.Errorf("stream 1 was credited %d bytes after its end, want none", credited[1]-open)
+	}
+	// On a stream that has ended: stream 3, refused before any handler
+	// ran (an unknown method), so that it is gone once its trailers came.
+	var hb bytes.Buffer
+	enc := hpack.NewEncoder(&hb)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", "/no.such.Service/Method"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb.Bytes(), EndHeaders: true})
+	write()
+	for {
+		f, err := rfr.ReadFrame()
+		if err != nil {
+			t.Fatalf("no trailers for stream 3: %v", err)
+		}
+		if u, ok := f.(*http2.WindowUpdateFrame); ok {
+			credited[u.StreamID] += u.Increment
+		}
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID == 3 && h.StreamEnded() {
+			break
+		}
+	}
+	fr.WriteData(3, false, make([]byte, window/8))
+	fr.WriteDataPadded(3, false, make([]byte, window/8), make([]byte, 100))
+	sent += window/4 + 101
+	write()
+	credits(false)
+	if credited[3] != 0 {
+		t.Errorf("stream 3 was credited %d bytes after its end, want none", credited[3])
 	}
 }
 

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"testing"
 	"unique"
 
@@ -14,7 +16,13 @@ import (
 // repeatNode is a node as an Envoy encodes it: its own fields around the
 // run of the extensions it was built with (n of them).
 func repeatNode(id string, n int) []byte {
-	node := &corev3.Node{Id: id, Cluster: "c", UserAgentName: "envoy", ClientFeatures: []string{"f1", "f2"}}
+	return repeatNodeFeatures(id, n, "f1", "f2")
+}
+
+// repeatNodeFeatures is repeatNode with the client features given, which
+// come after the extensions.
+func repeatNodeFeatures(id string, n int, features ...string) []byte {
+	node := &corev3.Node{Id: id, Cluster: "c", UserAgentName: "envoy", ClientFeatures: features}
 	for i := range n {
 		node.Extensions = append(node.Extensions, &corev3.Extension{Name: fmt.Sprintf("envoy.ext.%d", i), Category: "envoy.filters"})
 	}
@@ -77,11 +85,12 @@ func TestSeenNodeSameBytes(t *testing.T) {
 // stream's copy does not alias the buffer its request was read into.
 func TestSeenNodeSharesExtensions(t *testing.T) {
 	a, b := repeatNode("n1", 20), repeatNode("n2-longer", 20)
-	var sa, sb seenNode
+	var sa, sb, sc seenNode
 	sa.remember(a)
 	sb.remember(b)
-	if sa.extensions == (unique.Handle[string]{}) || sa.extensions != sb.extensions {
-		t.Fatalf("the extensions are not shared: %v, %v", sa.extensions, sb.extensions)
+	sc.remember(repeatNodeFeatures("n1", 20, "f3"))
+	if sa.extensions == (unique.Handle[string]{}) || sa.extensions != sb.extensions || sa.extensions != sc.extensions {
+		t.Fatalf("the extensions are not shared: %v, %v, %v", sa.extensions, sb.extensions, sc.extensions)
 	}
 	if sa.extAt == sb.extAt {
 		t.Fatal("the test's nodes should place their extensions apart")
@@ -96,11 +105,35 @@ func TestSeenNodeSharesExtensions(t *testing.T) {
 	}
 	// A node with more extensions than is shared is remembered by hash.
 	big := repeatNode("n3", maxSharedExtensions/20)
-	var sc seenNode
-	sc.remember(big)
-	if sc.extensions != (unique.Handle[string]{}) || !sc.same(big) {
-		t.Fatalf("a node of %d bytes: shared %v, recognised %v", len(big), sc.extensions != (unique.Handle[string]{}), sc.same(big))
+	var sbig seenNode
+	sbig.remember(big)
+	if sbig.extensions != (unique.Handle[string]{}) || !sbig.same(big) {
+		t.Fatalf("a node of %d bytes: shared %v, recognised %v", len(big), sbig.extensions != (unique.Handle[string]{}), sbig.same(big))
 	}
+}
+
+// FuzzSeenNode: once a node that parses is remembered, exactly the same
+// bytes are recognised (up to the hashes' collisions).
+func FuzzSeenNode(f *testing.F) {
+	ext := protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), []byte{0x0a, 0x01, 'e'})
+	id := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("n"))
+	f.Add(append(slices.Clip(id), ext...), append(slices.Clip(ext), id...))
+	f.Add(repeatNode("a", 3), repeatNode("b", 3))
+	f.Add(repeatNodeFeatures("a", 3, "x"), repeatNodeFeatures("a", 3, "y"))
+	f.Add([]byte{}, []byte{})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		if _, ok := nodeWithoutExtensions(a); !ok {
+			return
+		}
+		var s seenNode
+		s.remember(a)
+		if !s.same(bytes.Clone(a)) {
+			t.Fatalf("%x: not recognised", a)
+		}
+		if s.same(b) != bytes.Equal(a, b) {
+			t.Fatalf("remembered %x: same(%x) = %v", a, b, s.same(b))
+		}
+	})
 }
 
 // BenchmarkRepeatedNode compares recognising an Envoy's repeated node

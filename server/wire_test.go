@@ -152,6 +152,9 @@ func FuzzRawRequest(f *testing.F) {
 func FuzzNodeSkipped(f *testing.F) {
 	node, _ := proto.Marshal(&corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "e1", Category: "c"}}})
 	f.Add(node)
+	bad := append([]byte(nil), node...)
+	bad[2] = 0xff // the id, not UTF-8: the remembered node's size and wire format, and it does not decode
+	f.Add(bad)
 	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node))
 	f.Add([]byte{0x0a, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x12, 0x01, 0x74})
 	f.Fuzz(func(t *testing.T, data []byte) {
