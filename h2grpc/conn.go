@@ -407,7 +407,7 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 	}
 	// Both windows are credited in one write: with one stream on the
 	// connection, they fall due on the same frame.
-	if werr := c.writeWindowUpdates(connCredit, fh.StreamID, credit); werr != nil {
+	if werr := c.writeWindowUpdates(connCredit, st, credit); werr != nil {
 		return werr
 	}
 	return err
@@ -470,25 +470,27 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	_ = c.flushLocked()
 }
 
-// writeWindowUpdate credits inc bytes back to the client on stream id (0:
-// the connection).
-func (c *conn) writeWindowUpdate(id uint32, inc int32) error {
-	return c.writeWindowUpdates(0, id, inc)
-}
-
 // writeWindowUpdates credits connInc bytes back to the client on the
-// connection and inc on stream id, in one write; a zero credits nothing.
-func (c *conn) writeWindowUpdates(connInc int32, id uint32, inc int32) error {
+// connection and inc on stream st, in one write; a zero credits nothing.
+// A stream that has ended (its trailers, and any RST_STREAM, written) is
+// credited nothing: no frame may follow those on it (RFC 9113 §5.1).
+func (c *conn) writeWindowUpdates(connInc int32, st *stream, inc int32) error {
 	if connInc <= 0 && inc <= 0 {
 		return nil
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if inc > 0 && st.done {
+		inc = 0
+	}
+	if connInc <= 0 && inc <= 0 {
+		return nil
+	}
 	if connInc > 0 {
 		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(connInc))
 	}
 	if inc > 0 {
-		c.wbuf = appendWindowUpdate(c.buf(), id, uint32(inc))
+		c.wbuf = appendWindowUpdate(c.buf(), st.id, uint32(inc))
 	}
 	return c.flushLocked()
 }

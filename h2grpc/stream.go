@@ -154,7 +154,7 @@ func (st *stream) recvRequest(m any) error {
 func (st *stream) onData(data []byte, n int32, end bool) error {
 	credit, err := st.take(data, n, end)
 	if credit > 0 {
-		return st.c.writeWindowUpdate(st.id, credit)
+		return st.c.writeWindowUpdates(0, st, credit)
 	}
 	return err
 }
@@ -320,7 +320,7 @@ func (st *stream) RecvMsg(m any) error {
 			credit := st.creditLocked()
 			st.rmu.Unlock()
 			if credit > 0 {
-				_ = st.c.writeWindowUpdate(st.id, credit) // a failure fails the connection, and this stream
+				_ = st.c.writeWindowUpdates(0, st, credit) // a failure fails the connection, and this stream
 			}
 			err := st.c.srv.opts.Codec.Unmarshal(mem.BufferSlice{b}, m)
 			b.Free()
