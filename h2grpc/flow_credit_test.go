@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/protobuf/proto"
@@ -96,13 +95,7 @@ func TestWindowsCreditedBack(t *testing.T) {
 	}
 	// On a stream that has ended: stream 3, refused before any handler
 	// ran (an unknown method), so that it is gone once its trailers came.
-	var hb bytes.Buffer
-	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
-		{":path", "/no.such.Service/Method"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
-	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: hb.Bytes(), EndHeaders: true})
+	writeCallHeaders(fr, 3, "/no.such.Service/Method")
 	write()
 	for {
 		f, err := rfr.ReadFrame()

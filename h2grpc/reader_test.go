@@ -174,14 +174,20 @@ func startCall(w *bytes.Buffer) *http2.Framer {
 	w.WriteString(http2.ClientPreface)
 	fr := http2.NewFramer(w, nil)
 	fr.WriteSettings()
+	writeCallHeaders(fr, 1, "/grpc.testing.TestService/StreamingInputCall")
+	return fr
+}
+
+// writeCallHeaders writes the HEADERS frame that starts a gRPC call of
+// method path on stream id.
+func writeCallHeaders(fr *http2.Framer, id uint32, path string) {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
 	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
-		{":path", "/grpc.testing.TestService/StreamingInputCall"}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		{":path", path}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
 		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
 	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: hb.Bytes(), EndHeaders: true})
-	return fr
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
 }
 
 // openCall opens a connection to addr and starts a StreamingInputCall on
