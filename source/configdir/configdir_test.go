@@ -1,16 +1,12 @@
 package configdir_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -242,136 +238,4 @@ func TestNodeGroups(t *testing.T) {
 			}
 		}
 	})
-}
-
-func TestWatch(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, "a.yaml", clusterYAML("a", 1))
-	ctx, cancel := context.WithCancel(context.Background())
-	results := make(chan *configdir.Result, 16)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		_ = configdir.Watch(ctx, configdir.NewLoader(dir), dir,
-			func(r *configdir.Result) { results <- r },
-			func(err error) { errs <- err })
-	}()
-	defer func() { cancel(); wg.Wait() }()
-	next := func() *configdir.Result {
-		t.Helper()
-		select {
-		case r := <-results:
-			return r
-		case err := <-errs:
-			t.Fatalf("unexpected error: %v", err)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reload within 10s")
-		}
-		return nil
-	}
-	if r := next(); len(r.Resources) != 2 {
-		t.Fatalf("initial load has %d resources", len(r.Resources))
-	}
-	write(t, dir, "sub/b.yaml", clusterYAML("b", 2)) // a new directory, then a file in it
-	for r := next(); len(r.Resources) != 4; r = next() {
-	}
-	write(t, dir, "a.yaml", "resources: [") // rejected: the last good one stands
-	select {
-	case err := <-errs:
-		if !strings.Contains(err.Error(), "a.yaml") {
-			t.Fatalf("error %v does not name the file", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("bad edit not reported")
-	}
-	write(t, dir, "a.yaml", clusterYAML("a", 5))
-	if r := next(); len(r.Resources) != 4 || r.Reread != 1 {
-		t.Fatalf("fixed: %d resources, %d files read", len(r.Resources), r.Reread)
-	}
-}
-
-// lockedFailFS is a directory whose files named in fail cannot be opened;
-// fail may change while a watcher reads.
-type lockedFailFS struct {
-	fs.FS
-	mu   sync.Mutex
-	fail map[string]bool
-}
-
-func (f *lockedFailFS) Open(name string) (fs.File, error) {
-	f.mu.Lock()
-	failed := f.fail[name]
-	f.mu.Unlock()
-	if failed {
-		return nil, errors.New("injected failure")
-	}
-	return f.FS.Open(name)
-}
-
-func (f *lockedFailFS) setFail(name string, fail bool) {
-	f.mu.Lock()
-	f.fail[name] = fail
-	f.mu.Unlock()
-}
-
-// TestWatchReadsAgainAfterAFailedRead: a reload that cannot read a changed
-// file fails, and the watcher then reads whatever changed on the next
-// event, though it is about another file.
-func TestWatchReadsAgainAfterAFailedRead(t *testing.T) {
-	dir := t.TempDir()
-	for _, n := range []string{"a", "b", "c"} {
-		write(t, dir, n+".yaml", clusterYAML(n, 1))
-	}
-	fsys := &lockedFailFS{FS: os.DirFS(dir), fail: map[string]bool{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	results := make(chan *configdir.Result, 16)
-	errs := make(chan error, 16)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		_ = configdir.Watch(ctx, configdir.NewFSLoader(fsys, dir), dir,
-			func(r *configdir.Result) { results <- r },
-			func(err error) { errs <- err })
-	})
-	defer func() { cancel(); wg.Wait() }()
-	wait := func() (*configdir.Result, error) {
-		t.Helper()
-		select {
-		case r := <-results:
-			return r, nil
-		case err := <-errs:
-			return nil, err
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reload within 10s")
-		}
-		return nil, nil
-	}
-	if _, err := wait(); err != nil {
-		t.Fatal(err)
-	}
-	fsys.setFail("b.yaml", true)
-	write(t, dir, "b.yaml", clusterYAML("b", 2))
-	if _, err := wait(); err == nil || !strings.Contains(err.Error(), "injected failure") {
-		t.Fatalf("reload of an unreadable file: %v, want the injected failure", err)
-	}
-	fsys.setFail("b.yaml", false)
-	write(t, dir, "c.yaml", clusterYAML("c", 3))
-	want, err := load(t, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newC := slices.IndexFunc(versions(want), func(v string) bool { return strings.HasPrefix(v, "eds/c@") })
-	for {
-		r, err := wait()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := versions(r); slices.Contains(got, versions(want)[newC]) {
-			if !slices.Equal(got, versions(want)) {
-				t.Fatalf("after the failed read: %v, want %v", got, versions(want))
-			}
-			return
-		}
-	}
 }

@@ -30,6 +30,9 @@ type Loader struct {
 	// hold what it was made of: a reload that changes resources' contents
 	// only starts from it.
 	last *assembly
+	// held names the files that writers still have open, as Watch sets
+	// it around a load: Load keeps what they held when last read.
+	held map[string]bool
 }
 
 // assembly is a configuration that assembled without problems, with what a
@@ -136,7 +139,11 @@ func (l *Loader) Load() (*Result, error) {
 		if !IsConfigFile(rel) {
 			return nil
 		}
-		info, err := d.Info()
+		if l.held[rel] {
+			seen[rel] = true // kept as last read, if it was
+			return nil
+		}
+		info, err := fileInfo(l.fsys, rel, d)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // removed while we walked
@@ -166,6 +173,16 @@ func (l *Loader) Load() (*Result, error) {
 		res.Reread = reread
 	}
 	return res, err
+}
+
+// fileInfo is the information of the file d found at rel, through a
+// symbolic link: a link's target is what is read, and what a Kubernetes
+// ConfigMap volume changes (it swaps the links' directory).
+func fileInfo(fsys fs.FS, rel string, d fs.DirEntry) (fs.FileInfo, error) {
+	if d.Type()&fs.ModeSymlink != 0 {
+		return fs.Stat(fsys, rel)
+	}
+	return d.Info()
 }
 
 // storeAll reads the files rs (readAll) and stores what it found in their

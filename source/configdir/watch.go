@@ -3,14 +3,11 @@ package configdir
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // Debounce is how long Watch waits after a file event for more of the same
@@ -24,6 +21,16 @@ const (
 	MaxDelay = 100 * time.Millisecond
 )
 
+// WriteWait bounds how long Watch leaves a file alone while a writer has
+// it open (on Linux, which reports a writer's close): a file written in
+// place (truncated, then written) is read once its writer closes it, or
+// once WriteWait passed without a write to it. Until then it keeps what it
+// held when last read; the other files of a change load without it.
+const WriteWait = 10 * time.Second
+
+// writeWait is WriteWait; tests shorten it.
+var writeWait = WriteWait
+
 // Watch reloads the loader's directory dir whenever a file in it (or in
 // its subdirectories) changes, and calls apply with each configuration that
 // loads or reject with each error, until ctx is done. It loads once at the
@@ -32,113 +39,164 @@ const (
 // error from the file watcher (events lost), makes the next load, on the
 // next event, walk the whole directory: a file that stays unreadable then
 // fails every load until it is mended.
+//
+// Files named with a leading "." are a writer's temporary files and are
+// ignored, except a symbolic link: a change of one (a Kubernetes ConfigMap
+// volume swaps its "..data" link) makes Watch walk the directory, reading
+// every file whose link now leads elsewhere.
 func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reject func(error)) error {
-	w, err := fsnotify.NewWatcher()
+	n, err := newNotifier()
 	if err != nil {
 		return err
 	}
-	defer w.Close()
-	if err := addTree(w, dir); err != nil {
+	defer n.close()
+	if err := addTree(n, dir); err != nil {
 		return err
 	}
-	// changed collects the files named by the events of a burst; full is
-	// set when a directory changed and the tree must be walked again.
-	changed := map[string]bool{}
-	full := true
-	load := func() {
-		var res *Result
-		var err error
-		if full {
-			res, err = l.Load()
-		} else {
-			paths := make([]string, 0, len(changed))
-			for p := range changed {
-				paths = append(paths, p)
-			}
-			res, err = l.Reload(paths)
-		}
-		clear(changed)
-		// A read that failed (not a configuration with problems, whose
-		// files were all read) may have left changed files unread: the
-		// next load walks the directory and reads whatever changed.
-		var problems *Error
-		full = err != nil && !errors.As(err, &problems)
-		if err != nil {
-			reject(err)
-			return
-		}
-		apply(res)
-	}
-	load()
-	var timer *time.Timer
-	var fire <-chan time.Time
-	var first time.Time
-	// schedule arms the load for a change seen now: Debounce after the
-	// last change, at most MaxDelay after the first.
-	schedule := func() {
-		now := time.Now()
-		if timer == nil {
-			first = now
-			timer = time.NewTimer(Debounce)
-			fire = timer.C
-			return
-		}
-		wait := Debounce
-		if rest := MaxDelay - now.Sub(first); rest < wait {
-			wait = max(rest, 0)
-		}
-		timer.Reset(wait)
-	}
+	w := &watch{l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
+	w.load()
 	for {
 		select {
 		case <-ctx.Done():
-			if timer != nil {
-				timer.Stop()
-			}
+			w.stopTimer()
 			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			rel, err := filepath.Rel(dir, ev.Name)
+		case nt := <-n.notices():
+			rel, err := filepath.Rel(dir, nt.path)
 			if err != nil {
 				continue
 			}
 			switch {
 			case IsConfigFile(rel):
-				changed[rel] = true
+				w.changed[rel] = true
+				switch nt.op {
+				case opWritten:
+					w.writing[rel] = time.Now()
+				case opClosed, opGone:
+					delete(w.writing, rel)
+				}
 			case strings.HasPrefix(filepath.Base(rel), "."):
-				continue // a writer's temporary file
+				if info, err := os.Lstat(nt.path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+					continue // a writer's temporary file
+				}
+				w.full = true // a link swapped: files may lead elsewhere now
 			default:
 				// A directory created, removed or renamed: walk again.
-				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
-					if err := addTree(w, ev.Name); err != nil {
-						reject(fmt.Errorf("watching %s: %w", ev.Name, err))
+				if info, err := os.Stat(nt.path); err == nil && info.IsDir() {
+					if err := addTree(n, nt.path); err != nil {
+						reject(err)
 					}
 				} else if filepath.Ext(rel) != "" {
 					continue // some other file
 				}
-				full = true
+				w.full = true
 			}
-			schedule()
-		case <-fire:
-			timer, fire = nil, nil
-			load()
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
+			w.schedule(Debounce)
+		case <-w.fire:
+			w.timer, w.fire = nil, nil
+			if wait := w.load(); wait > 0 {
+				w.schedule(wait)
 			}
+		case err := <-n.errors():
 			// Events may have been lost (the kernel's queue overflowed):
 			// walk the directory for whatever changed.
 			reject(err)
-			full = true
-			schedule()
+			w.full = true
+			w.schedule(Debounce)
 		}
 	}
 }
 
+// watch is Watch's state between events. Only Watch's goroutine uses it.
+type watch struct {
+	l       *Loader
+	apply   func(*Result)
+	reject  func(error)
+	changed map[string]bool      // files named by events since the last load
+	writing map[string]time.Time // files a writer modified and has not closed: when last modified
+	full    bool                 // walk the directory: a directory changed, or a read failed
+	timer   *time.Timer          // armed while a load is due; fire is its channel
+	fire    <-chan time.Time
+	first   time.Time // the first event of the burst the timer waits out
+}
+
+// schedule arms the load for a change seen now: wait after it (Debounce
+// after the last event of a burst), at most MaxDelay after the burst's
+// first event.
+func (w *watch) schedule(wait time.Duration) {
+	now := time.Now()
+	if w.timer == nil {
+		w.first = now
+		w.timer = time.NewTimer(wait)
+		w.fire = w.timer.C
+		return
+	}
+	if rest := MaxDelay - now.Sub(w.first); rest < wait {
+		wait = max(rest, 0)
+	}
+	w.timer.Reset(wait)
+}
+
+func (w *watch) stopTimer() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+}
+
+// load loads what changed, leaving out the files that writers still have
+// open (see WriteWait), and returns how long until the first of those
+// falls due, or 0 if there is none.
+func (w *watch) load() time.Duration {
+	now := time.Now()
+	var held map[string]bool
+	var due time.Duration
+	for rel, at := range w.writing {
+		left := writeWait - now.Sub(at)
+		if left <= 0 {
+			delete(w.writing, rel) // a writer idle this long: read what it wrote
+			continue
+		}
+		if held == nil {
+			held = make(map[string]bool)
+		}
+		held[rel] = true
+		if due == 0 || left < due {
+			due = left
+		}
+	}
+	paths := make([]string, 0, len(w.changed))
+	for rel := range w.changed {
+		if !held[rel] {
+			paths = append(paths, rel)
+			delete(w.changed, rel)
+		}
+	}
+	if !w.full && len(paths) == 0 {
+		return due
+	}
+	var res *Result
+	var err error
+	w.l.held = held
+	if w.full {
+		res, err = w.l.Load()
+	} else {
+		res, err = w.l.Reload(paths)
+	}
+	w.l.held = nil
+	// A read that failed (not a configuration with problems, whose files
+	// were all read) may have left changed files unread: the next load
+	// walks the directory and reads whatever changed.
+	var problems *Error
+	w.full = err != nil && !errors.As(err, &problems)
+	if err != nil {
+		w.reject(err)
+	} else {
+		w.apply(res)
+	}
+	return due
+}
+
 // addTree watches dir and its subdirectories, skipping hidden ones.
-func addTree(w *fsnotify.Watcher, dir string) error {
+func addTree(n notifier, dir string) error {
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -149,6 +207,6 @@ func addTree(w *fsnotify.Watcher, dir string) error {
 		if path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		return w.Add(path)
+		return n.add(path)
 	})
 }

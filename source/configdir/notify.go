@@ -1,0 +1,110 @@
+package configdir
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// A notice is what a file watcher reports of one path: a file or
+// directory in a watched directory, or the watched directory itself.
+type notice struct {
+	path string
+	op   noticeOp
+}
+
+// noticeOp is what happened to a notice's path.
+type noticeOp uint8
+
+const (
+	// opChanged: created, or its attributes changed.
+	opChanged noticeOp = iota
+	// opGone: removed, or renamed from or to the path.
+	opGone
+	// opWritten: its contents were modified; a writer may still have it
+	// open. Only a notifier that reports opClosed reports opWritten (the
+	// portable one reports opChanged instead).
+	opWritten
+	// opClosed: a writer closed it.
+	opClosed
+)
+
+// notifier reports changes in the directories added to it (each one
+// alone, not its subdirectories) until closed. It owns the goroutine that
+// feeds its channels; close stops it.
+type notifier interface {
+	add(dir string) error
+	notices() <-chan notice
+	// errors reports failures of the watcher itself: notices may have
+	// been lost.
+	errors() <-chan error
+	close() error
+}
+
+// newNotifier makes the watcher Watch uses: Linux's inotify, which reports
+// when a writer closes a file, on Linux, and fsnotify elsewhere. Tests
+// switch it.
+var newNotifier = defaultNotifier
+
+// portable is a notifier on fsnotify, for any platform. It cannot tell when
+// a writer is done, so a write is an opChanged notice.
+type portable struct {
+	w   *fsnotify.Watcher
+	out chan notice
+	// done ends the translating goroutine; stopped is closed when it has.
+	done, stopped chan struct{}
+}
+
+func newPortable() (notifier, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, err
+	}
+	p := &portable{w: w, out: make(chan notice), done: make(chan struct{}), stopped: make(chan struct{})}
+	go p.translate()
+	return p, nil
+}
+
+// translate turns fsnotify's events into notices until closed.
+func (p *portable) translate() {
+	defer close(p.stopped)
+	for {
+		select {
+		case <-p.done:
+			return
+		case ev, ok := <-p.w.Events:
+			if !ok {
+				return
+			}
+			op := opChanged
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				op = opGone
+			}
+			select {
+			case p.out <- notice{path: ev.Name, op: op}:
+			case <-p.done:
+				return
+			}
+		}
+	}
+}
+
+func (p *portable) add(dir string) error {
+	if err := p.w.Add(dir); err != nil {
+		return fmt.Errorf("watching %s: %w", dir, err)
+	}
+	return nil
+}
+func (p *portable) notices() <-chan notice { return p.out }
+func (p *portable) errors() <-chan error   { return p.w.Errors }
+func (p *portable) close() error {
+	close(p.done)
+	err := p.w.Close()
+	<-p.stopped
+	return err
+}
+
+// errOverflow is the error a notifier reports when the kernel dropped
+// events.
+var errOverflow = errors.New("file watcher: events lost (the kernel's queue overflowed)")

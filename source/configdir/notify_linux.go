@@ -1,0 +1,155 @@
+package configdir
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+func defaultNotifier() (notifier, error) { return newInotify() }
+
+// inotifyMask is what inotify reports of a watched directory: its entries'
+// creation, removal, renames, writes, closes after writing and attribute
+// changes, and the directory's own removal or rename.
+const inotifyMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.IN_MOVED_TO |
+	unix.IN_MODIFY | unix.IN_CLOSE_WRITE | unix.IN_ATTRIB |
+	unix.IN_DELETE_SELF | unix.IN_MOVE_SELF | unix.IN_ONLYDIR
+
+// inotify is a notifier on Linux's inotify. Unlike fsnotify it reports a
+// writer's close (IN_CLOSE_WRITE), so that Watch can wait for a file
+// written in place to be whole.
+type inotify struct {
+	fd   int      // the inotify instance; file owns it
+	file *os.File // fd, non-blocking, read through the runtime's poller
+	out  chan notice
+	errs chan error
+	// done ends the reading goroutine; stopped is closed when it has.
+	done, stopped chan struct{}
+
+	mu   sync.Mutex       // guards dirs: add runs on Watch's goroutine, read on its own
+	dirs map[int32]string // watch descriptor → the directory's path
+}
+
+func newInotify() (notifier, error) {
+	fd, err := unix.InotifyInit1(unix.IN_CLOEXEC | unix.IN_NONBLOCK)
+	if err != nil {
+		return nil, fmt.Errorf("inotify: %w", err)
+	}
+	n := &inotify{
+		fd:      fd,
+		file:    os.NewFile(uintptr(fd), "inotify"),
+		out:     make(chan notice),
+		errs:    make(chan error, 1),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		dirs:    make(map[int32]string),
+	}
+	go n.read()
+	return n, nil
+}
+
+// add watches dir. Adding a directory again (renamed, say) only updates
+// its path: inotify has one watch per directory.
+func (n *inotify) add(dir string) error {
+	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
+	if err != nil {
+		return fmt.Errorf("watching %s: %w", dir, err)
+	}
+	n.mu.Lock()
+	n.dirs[int32(wd)] = dir
+	n.mu.Unlock()
+	return nil
+}
+
+func (n *inotify) notices() <-chan notice { return n.out }
+func (n *inotify) errors() <-chan error   { return n.errs }
+
+func (n *inotify) close() error {
+	close(n.done)
+	err := n.file.Close() // ends a read in progress
+	<-n.stopped
+	return err
+}
+
+// read reads events and sends them as notices until closed.
+func (n *inotify) read() {
+	defer close(n.stopped)
+	buf := make([]byte, 64<<10) // holds many events; one needs at most 16 + NAME_MAX + 1 bytes
+	for {
+		size, err := n.file.Read(buf)
+		if err != nil {
+			if !errors.Is(err, os.ErrClosed) {
+				n.report(fmt.Errorf("file watcher: %w", err))
+			}
+			return
+		}
+		for ev := buf[:size]; len(ev) >= unix.SizeofInotifyEvent; {
+			wd := int32(binary.NativeEndian.Uint32(ev[0:]))
+			mask := binary.NativeEndian.Uint32(ev[4:])
+			nameLen := int(binary.NativeEndian.Uint32(ev[12:]))
+			end := min(unix.SizeofInotifyEvent+nameLen, len(ev))
+			name := ev[unix.SizeofInotifyEvent:end]
+			ev = ev[end:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i] // the kernel pads names with NULs
+			}
+			nt, ok := n.notice(wd, mask, string(name))
+			if !ok {
+				continue
+			}
+			select {
+			case n.out <- nt:
+			case <-n.done:
+				return
+			}
+		}
+	}
+}
+
+// notice translates one event; ok is false for events that name nothing
+// to report.
+func (n *inotify) notice(wd int32, mask uint32, name string) (notice, bool) {
+	if mask&unix.IN_Q_OVERFLOW != 0 {
+		n.report(errOverflow)
+		return notice{}, false
+	}
+	n.mu.Lock()
+	dir, ok := n.dirs[wd]
+	if mask&unix.IN_IGNORED != 0 { // the watch is gone (its directory removed)
+		delete(n.dirs, wd)
+		ok = false
+	}
+	n.mu.Unlock()
+	if !ok {
+		return notice{}, false
+	}
+	path := dir
+	if name != "" {
+		path = filepath.Join(dir, name)
+	}
+	op := opChanged
+	switch {
+	case mask&unix.IN_CLOSE_WRITE != 0:
+		op = opClosed
+	case mask&unix.IN_MODIFY != 0:
+		op = opWritten
+	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
+		op = opGone
+	}
+	return notice{path: path, op: op}, true
+}
+
+// report sends err unless an error is already waiting: one is enough to
+// make Watch walk the directory again.
+func (n *inotify) report(err error) {
+	select {
+	case n.errs <- err:
+	default:
+	}
+}

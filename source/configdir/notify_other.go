@@ -1,0 +1,5 @@
+//go:build !linux
+
+package configdir
+
+func defaultNotifier() (notifier, error) { return newPortable() }

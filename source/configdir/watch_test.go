@@ -1,0 +1,306 @@
+package configdir_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/xdsd/xdsd/source/configdir"
+)
+
+// watching is a Watch running until the test ends, with what it reported.
+type watching struct {
+	results chan *configdir.Result
+	errs    chan error
+}
+
+func startWatch(t *testing.T, l *configdir.Loader, dir string) *watching {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watching{results: make(chan *configdir.Result, 16), errs: make(chan error, 16)}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		_ = configdir.Watch(ctx, l, dir,
+			func(r *configdir.Result) {
+				select {
+				case w.results <- r:
+				case <-ctx.Done():
+				}
+			},
+			func(err error) {
+				select {
+				case w.errs <- err:
+				case <-ctx.Done():
+				}
+			})
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return w
+}
+
+// next waits for the next load.
+func (w *watching) next(t *testing.T) (*configdir.Result, error) {
+	t.Helper()
+	select {
+	case r := <-w.results:
+		return r, nil
+	case err := <-w.errs:
+		return nil, err
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reload within 10s")
+	}
+	return nil, nil
+}
+
+// result waits for the next load and fails the test if it was rejected.
+func (w *watching) result(t *testing.T) *configdir.Result {
+	t.Helper()
+	r, err := w.next(t)
+	if err != nil {
+		t.Fatalf("unexpected error: %v", err)
+	}
+	return r
+}
+
+// until waits for a load that holds the resources of want (versions), and
+// fails the test on an error.
+func (w *watching) until(t *testing.T, want []string) {
+	t.Helper()
+	for {
+		if got := versions(w.result(t)); slices.Equal(got, want) {
+			return
+		}
+	}
+}
+
+// eachNotifier runs test with Watch on each file watcher: Linux's own and
+// the portable one.
+func eachNotifier(t *testing.T, test func(t *testing.T)) {
+	t.Run("default", test)
+	t.Run("portable", func(t *testing.T) {
+		configdir.UsePortableWatcher(t)
+		test(t)
+	})
+}
+
+// want is what a directory holding files (name → contents) loads to.
+func want(t *testing.T, files map[string]string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		write(t, dir, name, content)
+	}
+	res, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return versions(res)
+}
+
+func TestWatch(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if r := w.result(t); len(r.Resources) != 2 {
+			t.Fatalf("initial load has %d resources", len(r.Resources))
+		}
+		write(t, dir, "sub/b.yaml", clusterYAML("b", 2)) // a new directory, then a file in it
+		for r := w.result(t); len(r.Resources) != 4; r = w.result(t) {
+		}
+		write(t, dir, "a.yaml", "resources: [") // rejected: the last good one stands
+		if _, err := w.next(t); err == nil || !strings.Contains(err.Error(), "a.yaml") {
+			t.Fatalf("bad edit: error %v, want one naming the file", err)
+		}
+		write(t, dir, "a.yaml", clusterYAML("a", 5))
+		if r := w.result(t); len(r.Resources) != 4 || r.Reread != 1 {
+			t.Fatalf("fixed: %d resources, %d files read", len(r.Resources), r.Reread)
+		}
+	})
+}
+// lockedFailFS is a directory whose files named in fail cannot be opened;
+// fail may change while a watcher reads.
+type lockedFailFS struct {
+	fs.FS
+	mu   sync.Mutex
+	fail map[string]bool
+}
+
+func (f *lockedFailFS) Open(name string) (fs.File, error) {
+	f.mu.Lock()
+	failed := f.fail[name]
+	f.mu.Unlock()
+	if failed {
+		return nil, errors.New("injected failure")
+	}
+	return f.FS.Open(name)
+}
+
+func (f *lockedFailFS) setFail(name string, fail bool) {
+	f.mu.Lock()
+	f.fail[name] = fail
+	f.mu.Unlock()
+}
+
+// TestWatchReadsAgainAfterAFailedRead: a reload that cannot read a changed
+// file fails, and the watcher then reads whatever changed on the next
+// event, though it is about another file.
+func TestWatchReadsAgainAfterAFailedRead(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a", "b", "c"} {
+		write(t, dir, n+".yaml", clusterYAML(n, 1))
+	}
+	fsys := &lockedFailFS{FS: os.DirFS(dir), fail: map[string]bool{}}
+	w := startWatch(t, configdir.NewFSLoader(fsys, dir), dir)
+	wait := func() (*configdir.Result, error) { t.Helper(); return w.next(t) }
+	if _, err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	fsys.setFail("b.yaml", true)
+	write(t, dir, "b.yaml", clusterYAML("b", 2))
+	if _, err := wait(); err == nil || !strings.Contains(err.Error(), "injected failure") {
+		t.Fatalf("reload of an unreadable file: %v, want the injected failure", err)
+	}
+	fsys.setFail("b.yaml", false)
+	write(t, dir, "c.yaml", clusterYAML("c", 3))
+	want, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newC := slices.IndexFunc(versions(want), func(v string) bool { return strings.HasPrefix(v, "eds/c@") })
+	for {
+		r, err := wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := versions(r); slices.Contains(got, versions(want)[newC]) {
+			if !slices.Equal(got, versions(want)) {
+				t.Fatalf("after the failed read: %v, want %v", got, versions(want))
+			}
+			return
+		}
+	}
+}
+
+// TestWatchConfigMap: a Kubernetes ConfigMap volume holds links to the
+// files (a.yaml → ..data/a.yaml) and changes them all at once by swapping
+// the hidden link ..data to a new hidden directory. Watch sees the swap
+// and reads the files anew.
+func TestWatchConfigMap(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		version := func(v, content string) {
+			t.Helper()
+			write(t, dir, filepath.Join(v, "a.yaml"), content)
+			if err := os.Symlink(v, filepath.Join(dir, "..data_tmp")); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		version("..v1", clusterYAML("a", 1))
+		if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}); !slices.Equal(got, want) {
+			t.Fatalf("initial load: %v, want %v", got, want)
+		}
+		version("..v2", clusterYAML("a", 2))
+		if err := os.RemoveAll(filepath.Join(dir, "..v1")); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
+}
+
+// blockCluster is clusterYAML in block style, so that a prefix of it
+// ending within the port is valid YAML with another port.
+func blockCluster(name, port string) string {
+	return "resources:" + fmt.Sprintf(cluster, name) + fmt.Sprintf(`
+- "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
+  cluster_name: %s
+  endpoints:
+  - lb_endpoints:
+    - endpoint:
+        address:
+          socket_address:
+            address: 127.0.0.1
+            port_value: %s`, name, port)
+}
+
+// truncate opens the file at path for writing in place, emptied, until the
+// test ends.
+func truncate(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestWatchWaitsForWriter: a file written in place (truncated, written in
+// pieces, closed) is read once its writer closes it; until then it keeps
+// what it held, though other files change and load. Before, it was read
+// whenever its events paused for Debounce: empty (its cluster removed),
+// then with a port cut short. Linux only: other platforms do not report
+// a writer's close.
+func TestWatchWaitsForWriter(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux reports a writer's close")
+	}
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", blockCluster("a", "1"))
+	write(t, dir, "b.yaml", clusterYAML("b", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	f := truncate(t, filepath.Join(dir, "a.yaml"))
+	write(t, dir, "b.yaml", clusterYAML("b", 2))
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": blockCluster("a", "1"), "b.yaml": clusterYAML("b", 2)}); !slices.Equal(got, want) {
+		t.Fatalf("a.yaml truncated, b.yaml changed: %v, want %v", got, want)
+	}
+	whole := blockCluster("a", "80")
+	if _, err := f.WriteString(whole[:len(whole)-1]); err != nil { // port 8
+		t.Fatal(err)
+	}
+	write(t, dir, "b.yaml", clusterYAML("b", 3))
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": blockCluster("a", "1"), "b.yaml": clusterYAML("b", 3)}); !slices.Equal(got, want) {
+		t.Fatalf("a.yaml half written, b.yaml changed: %v, want %v", got, want)
+	}
+	if _, err := f.WriteString(whole[len(whole)-1:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": whole, "b.yaml": clusterYAML("b", 3)}); !slices.Equal(got, want) {
+		t.Fatalf("a.yaml closed: %v, want %v", got, want)
+	}
+}
+
+// TestWatchWriterIdle: a file its writer keeps open is read once it went
+// WriteWait without a write.
+func TestWatchWriterIdle(t *testing.T) {
+	configdir.SetWriteWait(t, 20*time.Millisecond)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	f := truncate(t, filepath.Join(dir, "a.yaml"))
+	if _, err := f.WriteString(clusterYAML("a", 2)); err != nil {
+		t.Fatal(err)
+	}
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+}
