@@ -127,6 +127,7 @@ func TestWatch(t *testing.T) {
 		}
 	})
 }
+
 // lockedFailFS is a directory whose files named in fail cannot be opened;
 // fail may change while a watcher reads.
 type lockedFailFS struct {
