@@ -165,9 +165,14 @@ func writeConfigDir(dir string, clusters, endpoints int) error {
 
 // stageCLA writes endpoint set i at generation gen to a temporary file whose
 // name starts with "." (ignored by xdsd) next to its final place, and
-// returns the rename that puts it into place.
-func stageCLA(dir string, i, endpoints, gen int) (func() error, error) {
+// returns the rename that puts it into place. With inPlace, it writes
+// nothing and returns the write of the final file in place.
+func stageCLA(dir string, i, endpoints, gen int, inPlace bool) (func() error, error) {
 	final := claFile(dir, i)
+	if inPlace {
+		content := claYAML(i, endpoints, gen)
+		return func() error { return os.WriteFile(final, content, 0o644) }, nil
+	}
 	tmp := filepath.Join(filepath.Dir(final), "."+filepath.Base(final)+".tmp")
 	if err := os.WriteFile(tmp, claYAML(i, endpoints, gen), 0o644); err != nil {
 		return nil, err

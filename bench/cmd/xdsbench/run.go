@@ -32,6 +32,7 @@ type options struct {
 	client         string // "grpc" or "h2": see fleetConfig
 	node           string // nodeMinimal or nodeEnvoy
 	repeatNode     bool
+	inPlace        bool // xdsd-dir: rewrite endpoint files in place, not renamed into place
 	streamsPerConn int
 	readBuffer     int
 	writeBuffer    int
@@ -104,6 +105,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.StringVar(&o.client, "client", o.client, "the clients' HTTP/2 and gRPC: grpc (grpc-go's client) or h2 (a minimal one on each client's goroutine,\nwhich takes less of the CPU shared with the server; one stream per connection)")
 	fs.StringVar(&o.node, "node", o.node, "the clients' node: minimal (an id and a cluster) or envoy (also the user agent, build, client features\nand ~300 extensions, some 40 KB, as an Envoy sends)")
 	fs.BoolVar(&o.repeatNode, "repeat-node", false, "send the node in every request, as an Envoy does unless its config source sets\nset_node_on_first_message_only (default: in the first request only)")
+	fs.BoolVar(&o.inPlace, "in-place", false, "xdsd-dir: rewrite each changed endpoint file in place (truncate, write, close), as cp or a shell\nredirection does (default: write a temporary file, then rename it into place)")
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
@@ -245,7 +247,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) ([]*result, 
 		logf("RLIMIT_NOFILE is %d: too low for %d connections", lim, o.clients)
 	}
 	defer httpClient.CloseIdleConnections()
-	e := env{clusters: o.clusters, endpoints: o.endpoints, log: logf, xdsdBin: o.xdsdBin}
+	e := env{clusters: o.clusters, endpoints: o.endpoints, inPlace: o.inPlace, log: logf, xdsdBin: o.xdsdBin}
 	var err error
 	if e.self, err = os.Executable(); err != nil {
 		return nil, err

@@ -45,6 +45,7 @@ type env struct {
 	self      string // this program, re-executed for serve-* subcommands
 	clusters  int
 	endpoints int
+	inPlace   bool // xdsd-dir: endpoint files rewritten in place (-in-place)
 	log       func(format string, args ...any)
 }
 
@@ -56,7 +57,8 @@ type running struct {
 	pprofBase string
 	// stage prepares generation gen of the endpoint sets idx and returns the
 	// call that makes the change: for xdsd-dir, the temporary files are
-	// written and commit renames them; otherwise commit is the control call.
+	// written and commit renames them (or commit writes the files in place,
+	// with -in-place); otherwise commit is the control call.
 	stage func(ctx context.Context, gen int, idx []int) (commit func() error, err error)
 }
 
@@ -108,17 +110,17 @@ func startXDSDDir(ctx context.Context, e env, readyTimeout time.Duration) (*runn
 	}
 	r := &running{proc: p, xdsAddr: xdsAddr, pprofBase: "http://" + adminAddr}
 	r.stage = func(_ context.Context, gen int, idx []int) (func() error, error) {
-		renames := make([]func() error, 0, len(idx))
+		puts := make([]func() error, 0, len(idx))
 		for _, i := range idx {
-			mv, err := stageCLA(dir, i, e.endpoints, gen)
+			put, err := stageCLA(dir, i, e.endpoints, gen, e.inPlace)
 			if err != nil {
 				return nil, err
 			}
-			renames = append(renames, mv)
+			puts = append(puts, put)
 		}
 		return func() error {
-			for _, mv := range renames {
-				if err := mv(); err != nil {
+			for _, put := range puts {
+				if err := put(); err != nil {
 					return err
 				}
 			}

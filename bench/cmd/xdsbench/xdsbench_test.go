@@ -38,8 +38,8 @@ func TestEndToEnd(t *testing.T) {
 func endToEnd(t *testing.T, client string) {
 	o := defaultOptions()
 	o.client = client
-	if client == clientH2 { // one of the runs sends Envoy's node in every request
-		o.node, o.repeatNode = nodeEnvoy, true
+	if client == clientH2 { // one of the runs sends Envoy's node in every request and writes files in place
+		o.node, o.repeatNode, o.inPlace = nodeEnvoy, true, true
 	}
 	o.servers = []string{srvXDSDDir, srvGCPLinear, srvFloor}
 	o.modes = []string{"sotw", "delta"}
