@@ -1,6 +1,8 @@
 package configdir
 
 import (
+	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -19,3 +21,46 @@ func SetWriteWait(t testing.TB, d time.Duration) {
 	writeWait = d
 	t.Cleanup(func() { writeWait = old })
 }
+
+// FakeNotifier is a file watcher that reports only what the test tells it
+// to.
+type FakeNotifier struct {
+	out  chan notice
+	errs chan error
+	mu   sync.Mutex
+	dirs []string // added
+}
+
+// UseFakeNotifier makes Watch use a FakeNotifier until the test ends.
+func UseFakeNotifier(t testing.TB) *FakeNotifier {
+	f := &FakeNotifier{out: make(chan notice), errs: make(chan error)}
+	old := newNotifier
+	newNotifier = func() (notifier, error) { return f, nil }
+	t.Cleanup(func() { newNotifier = old })
+	return f
+}
+
+// Fail reports err as a failure of the watcher (events lost).
+func (f *FakeNotifier) Fail(err error) { f.errs <- err }
+
+// Watched returns the directories added, cleaned.
+func (f *FakeNotifier) Watched() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.dirs))
+	for i, d := range f.dirs {
+		out[i] = filepath.Clean(d)
+	}
+	return out
+}
+
+func (f *FakeNotifier) add(dir string) error {
+	f.mu.Lock()
+	f.dirs = append(f.dirs, dir)
+	f.mu.Unlock()
+	return nil
+}
+func (f *FakeNotifier) moved(notice)           {}
+func (f *FakeNotifier) notices() <-chan notice { return f.out }
+func (f *FakeNotifier) errors() <-chan error   { return f.errs }
+func (f *FakeNotifier) close() error           { return nil }

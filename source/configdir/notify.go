@@ -12,6 +12,11 @@ import (
 type notice struct {
 	path string
 	op   noticeOp
+	// moved: path is a watched directory that was renamed (the notifier's
+	// moved method decides whether to go on watching it); watch is the
+	// notifier's own handle for it.
+	moved bool
+	watch int32
 }
 
 // noticeOp is what happened to a notice's path.
@@ -35,6 +40,12 @@ const (
 // feeds its channels; close stops it.
 type notifier interface {
 	add(dir string) error
+	// moved handles a notice that a watched directory was renamed, after
+	// the notices before it: Watch has added the directory again if it is
+	// still in the tree.
+	moved(notice)
+	// notices is closed if the notifier fails for good, after errors
+	// reported why.
 	notices() <-chan notice
 	// errors reports failures of the watcher itself: notices may have
 	// been lost.
@@ -75,6 +86,7 @@ func (p *portable) translate() {
 			return
 		case ev, ok := <-p.w.Events:
 			if !ok {
+				close(p.out) // fsnotify failed, or is closing
 				return
 			}
 			op := opChanged
@@ -96,6 +108,7 @@ func (p *portable) add(dir string) error {
 	}
 	return nil
 }
+func (p *portable) moved(notice)           {} // fsnotify drops the watch itself
 func (p *portable) notices() <-chan notice { return p.out }
 func (p *portable) errors() <-chan error   { return p.w.Errors }
 func (p *portable) close() error {

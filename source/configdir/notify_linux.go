@@ -32,8 +32,14 @@ type inotify struct {
 	// done ends the reading goroutine; stopped is closed when it has.
 	done, stopped chan struct{}
 
-	mu   sync.Mutex       // guards dirs: add runs on Watch's goroutine, read on its own
-	dirs map[int32]string // watch descriptor → the directory's path
+	mu   sync.Mutex           // guards dirs: add runs on Watch's goroutine, read on its own
+	dirs map[int32]watchedDir // by watch descriptor
+}
+
+// watchedDir is a directory inotify watches.
+type watchedDir struct {
+	path string
+	ino  uint64 // its inode, when added
 }
 
 func newInotify() (notifier, error) {
@@ -48,23 +54,46 @@ func newInotify() (notifier, error) {
 		errs:    make(chan error, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
-		dirs:    make(map[int32]string),
+		dirs:    make(map[int32]watchedDir),
 	}
 	go n.read()
 	return n, nil
 }
 
 // add watches dir. Adding a directory again (renamed, say) only updates
-// its path: inotify has one watch per directory.
+// its path: inotify has one watch per directory. The lock is held across
+// the call, so that the reader cannot see the new watch's first events
+// before its path.
 func (n *inotify) add(dir string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
 	wd, err := unix.InotifyAddWatch(n.fd, dir, inotifyMask)
 	if err != nil {
 		return fmt.Errorf("watching %s: %w", dir, err)
 	}
-	n.mu.Lock()
-	n.dirs[int32(wd)] = dir
-	n.mu.Unlock()
+	var st unix.Stat_t
+	_ = unix.Stat(dir, &st) // on failure (gone already), ino 0: moved drops it
+	n.dirs[int32(wd)] = watchedDir{path: dir, ino: st.Ino}
 	return nil
+}
+
+// moved stops watching a directory that was renamed (a notice with moved
+// set), unless Watch added it again at its new place since (the same
+// directory is then at the watch's path): a directory moved out of the
+// tree must not go on reporting under its old path.
+func (n *inotify) moved(nt notice) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	d, ok := n.dirs[nt.watch]
+	if !ok {
+		return
+	}
+	var st unix.Stat_t
+	if unix.Stat(d.path, &st) == nil && st.Ino == d.ino {
+		return // added again where it is now
+	}
+	delete(n.dirs, nt.watch)
+	_, _ = unix.InotifyRmWatch(n.fd, uint32(nt.watch)) // fails only if already gone
 }
 
 func (n *inotify) notices() <-chan notice { return n.out }
@@ -77,7 +106,8 @@ func (n *inotify) close() error {
 	return err
 }
 
-// read reads events and sends them as notices until closed.
+// read reads events and sends them as notices until closed. If reading
+// fails it reports the error and closes the notices' channel.
 func (n *inotify) read() {
 	defer close(n.stopped)
 	buf := make([]byte, 64<<10) // holds many events; one needs at most 16 + NAME_MAX + 1 bytes
@@ -86,6 +116,7 @@ func (n *inotify) read() {
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
 				n.report(fmt.Errorf("file watcher: %w", err))
+				close(n.out)
 			}
 			return
 		}
@@ -120,7 +151,8 @@ func (n *inotify) notice(wd int32, mask uint32, name string) (notice, bool) {
 		return notice{}, false
 	}
 	n.mu.Lock()
-	dir, ok := n.dirs[wd]
+	d, ok := n.dirs[wd]
+	dir := d.path
 	if mask&unix.IN_IGNORED != 0 { // the watch is gone (its directory removed)
 		delete(n.dirs, wd)
 		ok = false
@@ -142,7 +174,7 @@ func (n *inotify) notice(wd int32, mask uint32, name string) (notice, bool) {
 	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
 		op = opGone
 	}
-	return notice{path: path, op: op}, true
+	return notice{path: path, op: op, moved: mask&unix.IN_MOVE_SELF != 0, watch: wd}, true
 }
 
 // report sends err unless an error is already waiting: one is enough to

@@ -53,53 +53,32 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	if err := addTree(n, dir); err != nil {
 		return err
 	}
-	w := &watch{l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
+	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
 	w.load()
 	for {
 		select {
 		case <-ctx.Done():
 			w.stopTimer()
 			return nil
-		case nt := <-n.notices():
-			rel, err := filepath.Rel(dir, nt.path)
-			if err != nil {
-				continue
+		case nt, ok := <-n.notices():
+			if !ok {
+				return errors.New("file watcher stopped")
 			}
-			switch {
-			case IsConfigFile(rel):
-				w.changed[rel] = true
-				switch nt.op {
-				case opWritten:
-					w.writing[rel] = time.Now()
-				case opClosed, opGone:
-					delete(w.writing, rel)
-				}
-			case strings.HasPrefix(filepath.Base(rel), "."):
-				if info, err := os.Lstat(nt.path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
-					continue // a writer's temporary file
-				}
-				w.full = true // a link swapped: files may lead elsewhere now
-			default:
-				// A directory created, removed or renamed: walk again.
-				if info, err := os.Stat(nt.path); err == nil && info.IsDir() {
-					if err := addTree(n, nt.path); err != nil {
-						reject(err)
-					}
-				} else if filepath.Ext(rel) != "" {
-					continue // some other file
-				}
-				w.full = true
-			}
-			w.schedule(Debounce)
+			w.notice(nt)
 		case <-w.fire:
 			w.timer, w.fire = nil, nil
+			w.drain() // what happened up to now, a write begun say, before reading
 			if wait := w.load(); wait > 0 {
 				w.schedule(wait)
 			}
 		case err := <-n.errors():
 			// Events may have been lost (the kernel's queue overflowed):
-			// walk the directory for whatever changed.
+			// watch any directory created meanwhile and walk the directory
+			// for whatever changed.
 			reject(err)
+			if err := addTree(n, dir); err != nil {
+				reject(err)
+			}
 			w.full = true
 			w.schedule(Debounce)
 		}
@@ -108,6 +87,8 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 
 // watch is Watch's state between events. Only Watch's goroutine uses it.
 type watch struct {
+	n       notifier
+	dir     string // the directory watched
 	l       *Loader
 	apply   func(*Result)
 	reject  func(error)
@@ -117,6 +98,60 @@ type watch struct {
 	timer   *time.Timer          // armed while a load is due; fire is its channel
 	fire    <-chan time.Time
 	first   time.Time // the first event of the burst the timer waits out
+}
+
+// notice takes in what the notifier reported of one path.
+func (w *watch) notice(nt notice) {
+	rel, err := filepath.Rel(w.dir, nt.path)
+	if err != nil {
+		return
+	}
+	switch {
+	case nt.moved:
+		w.n.moved(nt)
+		w.full = true
+	case IsConfigFile(rel):
+		w.changed[rel] = true
+		switch nt.op {
+		case opWritten:
+			w.writing[rel] = time.Now()
+		case opClosed, opGone:
+			delete(w.writing, rel)
+		}
+	case rel == ".":
+		w.full = true // the directory itself moved or went: reading it fails, and says so
+	case strings.HasPrefix(filepath.Base(rel), "."):
+		if info, err := os.Lstat(nt.path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			return // a writer's temporary file
+		}
+		w.full = true // a link swapped: files may lead elsewhere now
+	default:
+		// A directory created, removed or renamed: walk again.
+		if info, err := os.Stat(nt.path); err == nil && info.IsDir() {
+			if err := addTree(w.n, nt.path); err != nil {
+				w.reject(err)
+			}
+		} else if filepath.Ext(rel) != "" {
+			return // some other file
+		}
+		w.full = true
+	}
+	w.schedule(Debounce)
+}
+
+// drain takes in the notices already waiting, without blocking.
+func (w *watch) drain() {
+	for {
+		select {
+		case nt, ok := <-w.n.notices():
+			if !ok {
+				return // Watch's loop returns on it
+			}
+			w.notice(nt)
+		default:
+			return
+		}
+	}
 }
 
 // schedule arms the load for a change seen now: wait after it (Debounce
@@ -195,8 +230,11 @@ func (w *watch) load() time.Duration {
 	return due
 }
 
-// addTree watches dir and its subdirectories, skipping hidden ones.
+// addTree watches dir and its subdirectories, skipping hidden ones. dir
+// itself may be a symbolic link to a directory (walked as dir + "/"); links
+// below it are not followed, as Load does not follow them.
 func addTree(n notifier, dir string) error {
+	dir = strings.TrimSuffix(dir, string(filepath.Separator)) + string(filepath.Separator)
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil

@@ -262,6 +262,7 @@ func TestWatchWaitsForWriter(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("only Linux reports a writer's close")
 	}
+	configdir.SetWriteWait(t, time.Hour) // only the close ends the wait
 	dir := t.TempDir()
 	write(t, dir, "a.yaml", blockCluster("a", "1"))
 	write(t, dir, "b.yaml", clusterYAML("b", 1))
@@ -276,32 +277,108 @@ func TestWatchWaitsForWriter(t *testing.T) {
 	if _, err := f.WriteString(whole[:len(whole)-1]); err != nil { // port 8
 		t.Fatal(err)
 	}
-	write(t, dir, "b.yaml", clusterYAML("b", 3))
-	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": blockCluster("a", "1"), "b.yaml": clusterYAML("b", 3)}); !slices.Equal(got, want) {
-		t.Fatalf("a.yaml half written, b.yaml changed: %v, want %v", got, want)
-	}
+	write(t, dir, "sub/c.yaml", clusterYAML("c", 1)) // a new directory: the whole tree is walked
+	w.until(t, want(t, map[string]string{"a.yaml": blockCluster("a", "1"), "b.yaml": clusterYAML("b", 2), "sub/c.yaml": clusterYAML("c", 1)}))
 	if _, err := f.WriteString(whole[len(whole)-1:]); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": whole, "b.yaml": clusterYAML("b", 3)}); !slices.Equal(got, want) {
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": whole, "b.yaml": clusterYAML("b", 2), "sub/c.yaml": clusterYAML("c", 1)}); !slices.Equal(got, want) {
 		t.Fatalf("a.yaml closed: %v, want %v", got, want)
 	}
+}
+
+// TestWatchRenamedOverWriter: a file renamed over one that a writer still
+// has open is read at once: the writer's file is no longer the one there.
+func TestWatchRenamedOverWriter(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("only Linux reports a writer's close")
+	}
+	configdir.SetWriteWait(t, time.Hour)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	f := truncate(t, filepath.Join(dir, "a.yaml"))
+	if _, err := f.WriteString("resources:"); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "a.yaml", clusterYAML("a", 3))
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 3)}))
 }
 
 // TestWatchWriterIdle: a file its writer keeps open is read once it went
 // WriteWait without a write.
 func TestWatchWriterIdle(t *testing.T) {
-	configdir.SetWriteWait(t, 20*time.Millisecond)
+	configdir.SetWriteWait(t, 200*time.Millisecond)
 	dir := t.TempDir()
 	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	write(t, dir, "b.yaml", clusterYAML("b", 1))
 	w := startWatch(t, configdir.NewLoader(dir), dir)
 	w.result(t)
 	f := truncate(t, filepath.Join(dir, "a.yaml"))
 	if _, err := f.WriteString(clusterYAML("a", 2)); err != nil {
 		t.Fatal(err)
 	}
-	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	write(t, dir, "b.yaml", clusterYAML("b", 2)) // loads while a.yaml waits
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 2)}))
+}
+
+// TestWatchRenamedDirectory: after a directory is renamed, changes in it
+// load under its new name. Linux only: fsnotify drops the watch of a
+// renamed directory when it sees the rename, which may be after Watch
+// added it again under its new name.
+func TestWatchRenamedDirectory(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("fsnotify may drop a renamed directory's watch")
+	}
+	dir := t.TempDir()
+	write(t, dir, "sub/b.yaml", clusterYAML("b", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	if err := os.Rename(filepath.Join(dir, "sub"), filepath.Join(dir, "sub2")); err != nil {
+		t.Fatal(err)
+	}
+	w.until(t, want(t, map[string]string{"sub2/b.yaml": clusterYAML("b", 1)}))
+	write(t, dir, "sub2/b.yaml", clusterYAML("b", 2))
+	w.until(t, want(t, map[string]string{"sub2/b.yaml": clusterYAML("b", 2)}))
+}
+
+// TestWatchLinkedDirectory: the directory given may be a symbolic link to
+// the one that holds the files.
+func TestWatchLinkedDirectory(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		target := t.TempDir()
+		link := filepath.Join(t.TempDir(), "conf")
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+		write(t, target, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(link), link)
+		w.result(t)
+		write(t, target, "a.yaml", clusterYAML("a", 2))
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
+}
+
+// TestWatchAfterLostEvents: when the watcher loses events (the kernel's
+// queue overflowed), Watch reports it, walks the directory, and watches the
+// directories created meanwhile.
+func TestWatchAfterLostEvents(t *testing.T) {
+	fake := configdir.UseFakeNotifier(t)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	write(t, dir, "sub/b.yaml", clusterYAML("b", 1)) // the fake reports nothing
+	fake.Fail(errors.New("events lost"))
+	if _, err := w.next(t); err == nil || !strings.Contains(err.Error(), "events lost") {
+		t.Fatalf("lost events: %v, want them reported", err)
+	}
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "sub/b.yaml": clusterYAML("b", 1)}))
+	if !slices.Contains(fake.Watched(), filepath.Join(dir, "sub")) {
+		t.Fatalf("watched %v: not the new directory", fake.Watched())
+	}
 }
