@@ -121,6 +121,9 @@ func (w *watch) notice(nt notice) {
 	case rel == ".":
 		w.full = true // the directory itself moved or went: reading it fails, and says so
 	case strings.HasPrefix(filepath.Base(rel), "."):
+		if nt.op == opWritten || nt.op == opClosed {
+			return // a writer's temporary file (a link is never written)
+		}
 		if info, err := os.Lstat(nt.path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
 			return // a writer's temporary file
 		}
