@@ -10,20 +10,6 @@ import (
 	"syscall"
 )
 
-// readBufSize is the size of a connection's read buffer while it has
-// unread bytes; bigReadBufSize that of the buffer it moves to when a frame
-// does not fit (a request larger than the first buffer: an Envoy's SotW
-// ACK naming 1,000 clusters, or its node repeated in an ACK), which holds
-// any frame this server accepts, so that one read takes what the socket
-// has instead of a read per 8 KiB and a copy through the framer.
-const (
-	readBufSize    = 8 << 10
-	bigReadBufSize = 64 << 10
-)
-
-// A frame the server accepts fits in a big buffer.
-var _ [bigReadBufSize - maxFrameSize - frameHeaderLen]struct{}
-
 // readBufs and bigReadBufs hold the read buffers of connections that have
 // nothing unread. Unlike grpc-go's shared pool, they do not clear a buffer
 // they hand out: a buffer is read into before it is read from.

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
@@ -390,11 +389,7 @@ func (l *Loader) store(r *reading) error {
 }
 
 func stampOf(info fs.FileInfo) stamp {
-	s := stamp{size: info.Size(), mtime: info.ModTime()}
-	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
-		s.ino = sys.Ino
-	}
-	return s
+	return stamp{size: info.Size(), mtime: info.ModTime(), ino: inode(info)}
 }
 
 // assemble checks the files together: parse problems, duplicate names

@@ -71,7 +71,10 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			if wait := w.load(); wait > 0 {
 				w.schedule(wait)
 			}
-		case err := <-n.errors():
+		case err, ok := <-n.errors():
+			if !ok {
+				return errors.New("file watcher stopped")
+			}
 			// Events may have been lost (the kernel's queue overflowed):
 			// watch any directory created meanwhile and walk the directory
 			// for whatever changed.
