@@ -157,6 +157,18 @@ func (s *Snapshot) Get(t *resource.Type, name string) *resource.Resource {
 	return nil
 }
 
+// GetBytes is Get for a name given as bytes (still encoded in a request,
+// say), without making a string of it.
+func (s *Snapshot) GetBytes(t *resource.Type, name []byte) *resource.Resource {
+	if s == nil {
+		return nil
+	}
+	if ts := s.types[t]; ts != nil {
+		return ts.byName[string(name)]
+	}
+	return nil
+}
+
 // Resolve returns the resource of type t whose name or alias is key, and
 // whether key was an alias (PROTOCOL D7).
 func (s *Snapshot) Resolve(t *resource.Type, key string) (r *resource.Resource, alias bool) {

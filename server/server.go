@@ -129,11 +129,11 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs, st.ackDeltaInline)
-	recv := func() (*discovery.DeltaDiscoveryRequest, error) {
+	recv := func() (*deltaRequest, error) {
 		r := new(deltaRequest)
-		return &r.msg, gs.RecvMsg(r)
+		return r, gs.RecvMsg(r)
 	}
-	return serve(st, recv, st.handleDelta)
+	return serve(st, recv, st.handleDeltaRequest)
 }
 
 // fetch answers a unary Fetch* call with the resources the request names

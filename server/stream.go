@@ -274,6 +274,19 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 	return nil
 }
 
+// handleDeltaRequest is handleDelta for a request as Codec leaves it,
+// its subscribed names still encoded.
+func (st *stream) handleDeltaRequest(r *deltaRequest) error {
+	if r.ends != nil {
+		t := st.only // names of no other type are in its snapshot
+		if t == nil {
+			t = resource.Lookup(r.msg.GetTypeUrl()) // nil if unknown: handleDelta says so
+		}
+		r.msg.ResourceNamesSubscribe = r.subscribeNames(st.snap, t)
+	}
+	return st.handleDelta(&r.msg)
+}
+
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).
 func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	t, err := st.typeOf(req.GetTypeUrl())

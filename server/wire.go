@@ -160,7 +160,8 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 
 // Unmarshal decodes data into v; a SotW request of an xdsd stream keeps its
 // bytes, for the stream to decode (see sotwRequest); an incremental one is
-// decoded without its node's extensions (see deltaRequest). Anything else,
+// decoded without its node's extensions and its subscribed names (see
+// deltaRequest). Anything else,
 // such as the requests of other services on the same gRPC server, is
 // decoded as the proto codec does.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
@@ -172,7 +173,7 @@ func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	case *deltaRequest:
 		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
 		defer buf.Free()
-		return gproto.Unmarshal(withoutNodeExtensions(buf.ReadOnlyData(), deltaReqNodeField), &r.msg)
+		return r.decode(buf.ReadOnlyData())
 	}
 	return protoCodec.Unmarshal(data, v)
 }

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -157,11 +160,21 @@ func FuzzNodeSkipped(f *testing.F) {
 	f.Add(bad)
 	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node))
 	f.Add([]byte{0x0a, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x12, 0x01, 0x74})
+	// Subscribed names (field 3), which the codec leaves encoded: among
+	// other fields, not UTF-8, cut short, and field 3 as a varint.
+	names, _ := proto.Marshal(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{"a", "*", ""},
+		ResourceNamesUnsubscribe: []string{"u"}, ResponseNonce: "1", Node: &corev3.Node{Id: "n", Extensions: []*corev3.Extension{{Name: "e"}}}})
+	f.Add(names)
+	f.Add(append(append([]byte{0x1a, 0x01, 'x'}, names...), 0x1a, 0x01, 'y'))
+	f.Add([]byte{0x1a, 0x02, 0xff, 0xfe})
+	f.Add([]byte{0x12, 0x01, 't', 0x1a, 0x05, 'a'})
+	f.Add([]byte{0x18, 0x01, 0x1a, 0x00, 0x22, 0x01, 'u'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DeltaDiscoveryRequest)
 		wantErr := lenientDecode(data, want)
 		var got deltaRequest
 		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &got)
+		got.msg.ResourceNamesSubscribe = got.subscribeNames(nil, nil)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("delta: codec error %v, reference error %v", err, wantErr)
 		}
@@ -182,6 +195,28 @@ func FuzzNodeSkipped(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSubscribedNamesShared: an incremental request's subscribed names
+// that the stream's snapshot has are the snapshot's strings, not copies
+// (a first subscription names every cluster, on every client); others
+// are decoded as they are.
+func TestSubscribedNamesShared(t *testing.T) {
+	snap := cache.MustSnapshot(resource.MustNew(&endpointv3.ClusterLoadAssignment{ClusterName: "c1"}))
+	raw, _ := proto.Marshal(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType,
+		ResourceNamesSubscribe: []string{"c1", "zz", "c1"}, ResponseNonce: "1"})
+	var r deltaRequest
+	if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &r); err != nil {
+		t.Fatal(err)
+	}
+	got := r.subscribeNames(snap, resource.Lookup(resource.EndpointType))
+	if !slices.Equal(got, []string{"c1", "zz", "c1"}) || r.msg.ResponseNonce != "1" {
+		t.Fatalf("decoded %q, nonce %q", got, r.msg.ResponseNonce)
+	}
+	known := snap.Get(resource.Lookup(resource.EndpointType), "c1").Name
+	if unsafe.StringData(got[0]) != unsafe.StringData(known) || unsafe.StringData(got[2]) != unsafe.StringData(known) {
+		t.Fatal("a name the snapshot has is a copy, not the snapshot's")
+	}
 }
 
 // TestNodeExtensionsSkipped checks that requests are decoded without their
