@@ -64,3 +64,13 @@ func (f *FakeNotifier) moved(notice)           {}
 func (f *FakeNotifier) notices() <-chan notice { return f.out }
 func (f *FakeNotifier) errors() <-chan error   { return f.errs }
 func (f *FakeNotifier) close() error           { return nil }
+
+// Stop closes the watcher's channels: notices, or errors if errs is set,
+// as a watcher that failed for good does.
+func (f *FakeNotifier) Stop(errs bool) {
+	if errs {
+		close(f.errs)
+	} else {
+		close(f.out)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -81,19 +82,35 @@ func (n *inotify) add(dir string) error {
 // set), unless Watch added it again at its new place since (the same
 // directory is then at the watch's path): a directory moved out of the
 // tree must not go on reporting under its old path.
+//
+// The directories below it went with it: those not added again are
+// dropped too.
 func (n *inotify) moved(nt notice) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	d, ok := n.dirs[nt.watch]
-	if !ok {
-		return
-	}
-	var st unix.Stat_t
-	if unix.Stat(d.path, &st) == nil && st.Ino == d.ino {
+	if !ok || d.there() {
 		return // added again where it is now
 	}
-	delete(n.dirs, nt.watch)
-	_, _ = unix.InotifyRmWatch(n.fd, uint32(nt.watch)) // fails only if already gone
+	n.drop(nt.watch)
+	below := strings.TrimSuffix(d.path, string(filepath.Separator)) + string(filepath.Separator)
+	for wd, sub := range n.dirs {
+		if strings.HasPrefix(sub.path, below) && !sub.there() {
+			n.drop(wd)
+		}
+	}
+}
+
+// there reports whether the directory is at its path.
+func (d watchedDir) there() bool {
+	var st unix.Stat_t
+	return unix.Stat(d.path, &st) == nil && st.Ino == d.ino
+}
+
+// drop stops watching wd. n.mu must be held.
+func (n *inotify) drop(wd int32) {
+	delete(n.dirs, wd)
+	_, _ = unix.InotifyRmWatch(n.fd, uint32(wd)) // fails only if already gone
 }
 
 func (n *inotify) notices() <-chan notice { return n.out }

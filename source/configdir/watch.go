@@ -28,6 +28,10 @@ const (
 // held when last read; the other files of a change load without it.
 const WriteWait = 10 * time.Second
 
+// RootRetry is how often Watch looks for its directory while it is gone
+// (removed, or renamed away with nothing put in its place yet).
+const RootRetry = time.Second
+
 // writeWait is WriteWait; tests shorten it.
 var writeWait = WriteWait
 
@@ -50,7 +54,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	defer n.close()
-	if err := addTree(n, dir); err != nil {
+	if err := addTree(n, rootPath(dir)); err != nil {
 		return err
 	}
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
@@ -79,7 +83,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			// watch any directory created meanwhile and walk the directory
 			// for whatever changed.
 			reject(err)
-			if err := addTree(n, dir); err != nil {
+			if err := addTree(n, rootPath(dir)); err != nil {
 				reject(err)
 			}
 			w.full = true
@@ -98,6 +102,8 @@ type watch struct {
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
 	full    bool                 // walk the directory: a directory changed, or a read failed
+	rewatch bool                 // watch the directory again: it moved or went
+	gone    bool                 // and it was not there when last looked for
 	timer   *time.Timer          // armed while a load is due; fire is its channel
 	fire    <-chan time.Time
 	first   time.Time // the first event of the burst the timer waits out
@@ -109,10 +115,15 @@ func (w *watch) notice(nt notice) {
 	if err != nil {
 		return
 	}
+	if nt.moved {
+		w.n.moved(nt) // a directory renamed: its parent's notice (or the root's below) walks again
+	}
 	switch {
-	case nt.moved:
-		w.n.moved(nt)
-		w.full = true
+	case rel == ".":
+		// The directory itself moved or went: the next load watches what
+		// is there now, if anything (reading it fails otherwise, and says
+		// so).
+		w.full, w.rewatch = true, true
 	case IsConfigFile(rel):
 		w.changed[rel] = true
 		switch nt.op {
@@ -121,8 +132,7 @@ func (w *watch) notice(nt notice) {
 		case opClosed, opGone:
 			delete(w.writing, rel)
 		}
-	case rel == ".":
-		w.full = true // the directory itself moved or went: reading it fails, and says so
+	case nt.moved:
 	case strings.HasPrefix(filepath.Base(rel), "."):
 		if nt.op == opWritten || nt.op == opClosed {
 			return // a writer's temporary file (a link is never written)
@@ -132,8 +142,9 @@ func (w *watch) notice(nt notice) {
 		}
 		w.full = true // a link swapped: files may lead elsewhere now
 	default:
-		// A directory created, removed or renamed: walk again.
-		if info, err := os.Stat(nt.path); err == nil && info.IsDir() {
+		// A directory created, removed or renamed: walk again. A link to
+		// a directory is not followed, as Load does not follow it.
+		if info, err := os.Lstat(nt.path); err == nil && info.IsDir() {
 			if err := addTree(w.n, nt.path); err != nil {
 				w.reject(err)
 			}
@@ -211,6 +222,22 @@ func (w *watch) load() time.Duration {
 			delete(w.changed, rel)
 		}
 	}
+	if w.rewatch {
+		if _, err := os.Stat(w.dir); err == nil && addTree(w.n, rootPath(w.dir)) == nil {
+			w.rewatch, w.gone = false, false
+		} else {
+			// Gone: no event will say it is back (its parent is not
+			// watched), so look again every RootRetry. The first load
+			// reports it gone; the others wait for it.
+			if due == 0 || due > RootRetry {
+				due = RootRetry
+			}
+			if w.gone {
+				return due
+			}
+			w.gone = true
+		}
+	}
 	if !w.full && len(paths) == 0 {
 		return due
 	}
@@ -236,11 +263,10 @@ func (w *watch) load() time.Duration {
 	return due
 }
 
-// addTree watches dir and its subdirectories, skipping hidden ones. dir
-// itself may be a symbolic link to a directory (walked as dir + "/"); links
-// below it are not followed, as Load does not follow them.
+// addTree watches dir and its subdirectories, skipping hidden ones. Links
+// are not followed (Load does not follow links to directories either),
+// except dir itself when given as rootPath makes it.
 func addTree(n notifier, dir string) error {
-	dir = strings.TrimSuffix(dir, string(filepath.Separator)) + string(filepath.Separator)
 	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return nil
@@ -253,4 +279,10 @@ func addTree(n notifier, dir string) error {
 		}
 		return n.add(path)
 	})
+}
+
+// rootPath is dir ending in a separator, so that addTree (and the file
+// watcher) follow it if it is a link to a directory.
+func rootPath(dir string) string {
+	return strings.TrimSuffix(dir, string(filepath.Separator)) + string(filepath.Separator)
 }

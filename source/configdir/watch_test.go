@@ -382,3 +382,80 @@ func TestWatchAfterLostEvents(t *testing.T) {
 		t.Fatalf("watched %v: not the new directory", fake.Watched())
 	}
 }
+
+// TestWatchLinkToDirectory: a link to a directory is not followed, by
+// Watch as by Load; the directory it leads to goes on loading under its
+// own name.
+func TestWatchLinkToDirectory(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "sub/b.yaml", clusterYAML("b", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		if err := os.Symlink("sub", filepath.Join(dir, "link")); err != nil {
+			t.Fatal(err)
+		}
+		write(t, dir, "sub/b.yaml", clusterYAML("b", 2))
+		w.until(t, want(t, map[string]string{"sub/b.yaml": clusterYAML("b", 2)}))
+		write(t, dir, "sub/b.yaml", clusterYAML("b", 3))
+		w.until(t, want(t, map[string]string{"sub/b.yaml": clusterYAML("b", 3)}))
+	})
+}
+
+// TestWatchDirectoryReplaced: the directory renamed away and another put
+// in its place (a deploy's swap), or removed and made again: Watch loads
+// and then watches what is there now.
+func TestWatchDirectoryReplaced(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "conf")
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		write(t, filepath.Join(parent, "conf.new"), "a.yaml", clusterYAML("a", 2))
+		if err := os.Rename(dir, filepath.Join(parent, "conf.old")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(parent, "conf.new"), dir); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+		write(t, dir, "a.yaml", clusterYAML("a", 3))
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 3)}))
+
+		// Removed: reported (its files' removals may load first, if their
+		// events came apart from the directory's); then made again.
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := w.next(t); err != nil {
+				break
+			}
+		}
+		write(t, dir, "a.yaml", clusterYAML("a", 4))
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 4)}))
+	})
+}
+
+// TestWatchReturnsWhenWatcherStops: a file watcher that fails for good
+// ends Watch with an error rather than leaving it deaf.
+func TestWatchReturnsWhenWatcherStops(t *testing.T) {
+	for _, errs := range []bool{false, true} {
+		fake := configdir.UseFakeNotifier(t)
+		dir := t.TempDir()
+		done := make(chan error, 1)
+		go func() {
+			done <- configdir.Watch(context.Background(), configdir.NewLoader(dir), dir, func(*configdir.Result) {}, func(error) {})
+		}()
+		fake.Stop(errs)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatalf("errors channel closed %v: Watch returned no error", errs)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("errors channel closed %v: Watch still running", errs)
+		}
+	}
+}
