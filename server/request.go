@@ -47,81 +47,78 @@ func (r *sotwRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoRe
 
 // deltaRequest receives an incremental request. With Codec installed it
 // is decoded without its node's extensions (see withoutNodeExtensions),
-// and its resource_names_subscribe is left encoded for the stream, which
-// decodes it sharing the snapshot's copy of each name it knows
-// (subscribeNames): a client's first subscription names every cluster,
-// and a string per name per client was the largest part of what an
-// initial sync allocated. With any other codec it is decoded into msg as
-// usual.
+// and each subscribed name that snap has is snap's own string rather than
+// a copy: a client's first subscription names every cluster, and a string
+// per name per client was the largest part of what an initial sync
+// allocated. With any other codec it is decoded into msg as usual.
 type deltaRequest struct {
 	msg discovery.DeltaDiscoveryRequest
-	// The names subscribed, set by decode: their bytes one after another,
-	// and where each ends; nil ends if there are none (or another codec
-	// decoded msg).
-	names []byte
-	ends  []int
+	// What to share the names' strings with, set before decoding: the
+	// stream's latest snapshot (nil: none yet) and its only type, if any.
+	snap *cache.Snapshot
+	only *resource.Type
 }
 
-// Field number of resource_names_subscribe in DeltaDiscoveryRequest.
+// ProtoReflect lets codecs other than ours decode into msg.
+func (r *deltaRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
+
+// Field numbers of DeltaDiscoveryRequest's resource_names_subscribe.
 const deltaReqSubscribeField = 3
 
-// decode fills r from an encoded request.
+// decode fills r.msg from an encoded request.
 func (r *deltaRequest) decode(raw []byte) error {
 	raw = withoutNodeExtensions(raw, deltaReqNodeField)
-	var rest []byte // raw without the names, once a name is met
+	count, typeURL := 0, []byte(nil)
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeField(b)
 		if n < 0 {
-			r.names, r.ends = nil, nil
 			return proto.Unmarshal(raw, &r.msg) // fails as it should
 		}
+		if typ == protowire.BytesType && (num == deltaReqSubscribeField || num == deltaReqTypeURLField) {
+			_, _, tagLen := protowire.ConsumeTag(b)
+			v, _ := protowire.ConsumeBytes(b[tagLen:n])
+			if num == deltaReqTypeURLField {
+				typeURL = v // the last one counts
+			} else {
+				count++
+			}
+		}
+		b = b[n:]
+	}
+	if count == 0 {
+		return proto.Unmarshal(raw, &r.msg)
+	}
+	t := r.only
+	if t == nil {
+		t = resource.Lookup(string(typeURL))
+	}
+	names := make([]string, 0, count)
+	var rest []byte // raw without the names
+	for b := raw; len(b) > 0; {
+		num, typ, n := protowire.ConsumeField(b)
 		field := b[:n]
 		b = b[n:]
 		if num != deltaReqSubscribeField || typ != protowire.BytesType {
-			if rest != nil {
-				rest = append(rest, field...)
-			}
+			rest = append(rest, field...)
 			continue
-		}
-		if rest == nil {
-			rest = append([]byte(nil), raw[:len(raw)-len(b)-n]...)
 		}
 		_, _, tagLen := protowire.ConsumeTag(field)
 		name, _ := protowire.ConsumeBytes(field[tagLen:])
 		if !utf8.Valid(name) {
 			return errors.New("resource_names_subscribe: invalid UTF-8")
 		}
-		r.names = append(r.names, name...)
-		r.ends = append(r.ends, len(r.names))
-	}
-	if rest == nil {
-		rest = raw
-	}
-	return proto.Unmarshal(rest, &r.msg)
-}
-
-// subscribeNames returns r's resource_names_subscribe, the strings of the
-// names snap has of type t (nil: unknown type) being snap's own.
-func (r *deltaRequest) subscribeNames(snap *cache.Snapshot, t *resource.Type) []string {
-	if r.ends == nil {
-		return r.msg.ResourceNamesSubscribe
-	}
-	out := make([]string, len(r.ends))
-	start := 0
-	for i, end := range r.ends {
-		name := r.names[start:end]
-		start = end
-		if res := snap.GetBytes(t, name); res != nil {
-			out[i] = res.Name
+		if res := r.snap.GetBytes(t, name); res != nil {
+			names = append(names, res.Name)
 		} else {
-			out[i] = string(name)
+			names = append(names, string(name))
 		}
 	}
-	return out
+	if err := proto.Unmarshal(rest, &r.msg); err != nil {
+		return err
+	}
+	r.msg.ResourceNamesSubscribe = names
+	return nil
 }
-
-// ProtoReflect lets codecs other than ours decode into msg.
-func (r *deltaRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
 
 // namesDigest identifies a resource_names list by its encoding.
 type namesDigest struct {

@@ -129,11 +129,11 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs, st.ackDeltaInline)
-	recv := func() (*deltaRequest, error) {
-		r := new(deltaRequest)
-		return r, gs.RecvMsg(r)
+	recv := func() (*discovery.DeltaDiscoveryRequest, error) {
+		r := &deltaRequest{snap: st.names.Load(), only: st.only}
+		return &r.msg, gs.RecvMsg(r)
 	}
-	return serve(st, recv, st.handleDeltaRequest)
+	return serve(st, recv, st.handleDelta)
 }
 
 // fetch answers a unary Fetch* call with the resources the request names

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -32,12 +33,15 @@ type stream struct {
 
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
-	failed        error
-	log           *slog.Logger // made on first use: see logger
-	node          *corev3.Node // from the first request (S1)
-	wrapTTL       bool         // client accepts Resource wrappers in SotW
-	watcher       *cache.Watcher
-	snap          *cache.Snapshot
+	failed  error
+	log     *slog.Logger // made on first use: see logger
+	node    *corev3.Node // from the first request (S1)
+	wrapTTL bool         // client accepts Resource wrappers in SotW
+	watcher *cache.Watcher
+	snap    *cache.Snapshot
+	// names is snap, for the reader to share the strings of the names a
+	// request subscribes to (deltaRequest) without the lock.
+	names         atomic.Pointer[cache.Snapshot]
 	publishedAt   time.Time // when snap was published; zero once measured
 	types         typeStates
 	warm          warmGate
@@ -152,6 +156,7 @@ func (st *stream) sendFailed(err error) error {
 func (st *stream) takeSnapshot() {
 	snap, pending, at := st.watcher.Take()
 	st.snap, st.publishedAt = snap, at
+	st.names.Store(snap)
 	for _, ts := range st.types.list {
 		if pending.All {
 			ts.reeval = true
@@ -272,19 +277,6 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 		ts.resume = req.GetVersionInfo()
 	}
 	return nil
-}
-
-// handleDeltaRequest is handleDelta for a request as Codec leaves it,
-// its subscribed names still encoded.
-func (st *stream) handleDeltaRequest(r *deltaRequest) error {
-	if r.ends != nil {
-		t := st.only // names of no other type are in its snapshot
-		if t == nil {
-			t = resource.Lookup(r.msg.GetTypeUrl()) // nil if unknown: handleDelta says so
-		}
-		r.msg.ResourceNamesSubscribe = r.subscribeNames(st.snap, t)
-	}
-	return st.handleDelta(&r.msg)
 }
 
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).
