@@ -32,6 +32,11 @@ type Loader struct {
 	// held names the files that writers still have open, as Watch sets
 	// it around a load: Load keeps what they held when last read.
 	held map[string]bool
+	// watched is set by Watch, whose file watcher reports every change:
+	// a file that changed while it was read (its stamp after the read is
+	// not the one before) then keeps what it held, for the change's own
+	// event to have it read again, rather than be taken half-written.
+	watched bool
 }
 
 // assembly is a configuration that assembled without problems, with what a
@@ -194,7 +199,7 @@ func (l *Loader) storeAll(rs []*reading) (int, error) {
 		if err := l.store(r); err != nil {
 			return read, err
 		}
-		if !r.gone {
+		if !r.gone && !r.moved {
 			read++
 		}
 	}
@@ -316,6 +321,8 @@ type reading struct {
 	probs   []Problem
 	gone    bool  // removed since it was listed
 	err     error // another error reading it
+	// moved: with watched set, the file changed while it was read.
+	moved bool
 }
 
 // stale returns a reading of the file rel, whose current information is
@@ -343,6 +350,8 @@ func (l *Loader) readAll(rs []*reading) {
 			r.gone = true
 		case err != nil:
 			r.err = err
+		case l.watched && changedSince(l.fsys, r.rel, r.stamp):
+			r.moved = true
 		default:
 			r.sum = sha256.Sum256(data)
 			if r.prev != nil && r.prev.sum == r.sum {
@@ -380,12 +389,21 @@ func (l *Loader) store(r *reading) error {
 		return nil
 	case r.err != nil:
 		return r.err
+	case r.moved:
+		return nil // as it was: the change that moved it is on its way
 	}
 	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil
 	}
 	l.files[r.rel] = &fileState{stamp: r.stamp, sum: r.sum, entries: r.entries, probs: r.probs}
 	return nil
+}
+
+// changedSince reports whether the file rel's stamp is no longer st (or
+// it cannot be stated).
+func changedSince(fsys fs.FS, rel string, st stamp) bool {
+	info, err := fs.Stat(fsys, rel)
+	return err != nil || stampOf(info) != st
 }
 
 func stampOf(info fs.FileInfo) stamp {

@@ -57,6 +57,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	if err := addTree(n, rootPath(dir)); err != nil {
 		return err
 	}
+	l.watched = true
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
 	w.load()
 	for {

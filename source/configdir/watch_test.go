@@ -464,3 +464,49 @@ func TestWatchReturnsWhenWatcherStops(t *testing.T) {
 		}
 	}
 }
+
+// truncatingFS is a directory whose file named in cut is emptied when it
+// is next opened, as by a writer that truncates it just after the watcher
+// looked at it and just before it is read.
+type truncatingFS struct {
+	fs.FS
+	dir string
+	mu  sync.Mutex
+	cut string
+}
+
+func (f *truncatingFS) Stat(name string) (fs.FileInfo, error) { return fs.Stat(f.FS, name) }
+
+func (f *truncatingFS) Open(name string) (fs.File, error) {
+	f.mu.Lock()
+	cut := f.cut == name
+	if cut {
+		f.cut = ""
+	}
+	f.mu.Unlock()
+	if cut {
+		if err := os.Truncate(filepath.Join(f.dir, name), 0); err != nil {
+			return nil, err
+		}
+	}
+	return f.FS.Open(name)
+}
+
+// TestWatchFileChangedWhileRead: a file that changes between the moment
+// Watch looks at it and its read is not taken as read (here: empty, its
+// cluster gone); it keeps what it held until the change's own event.
+func TestWatchFileChangedWhileRead(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	write(t, dir, "b.yaml", clusterYAML("b", 1))
+	fsys := &truncatingFS{FS: os.DirFS(dir), dir: dir}
+	w := startWatch(t, configdir.NewFSLoader(fsys, dir), dir)
+	w.result(t)
+	fsys.mu.Lock()
+	fsys.cut = "a.yaml"
+	fsys.mu.Unlock()
+	write(t, dir, "a.yaml", clusterYAML("a", 2))
+	if got := versions(w.result(t)); !slices.Equal(got, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": clusterYAML("b", 1)})) {
+		t.Fatalf("a.yaml emptied while read: %v, want what it held", got)
+	}
+}
