@@ -164,58 +164,37 @@ func (n *inotify) read() {
 }
 
 // flush releases the barriers waiting (sync): it reads, without waiting,
-// what the kernel has queued, sends it, then closes their channels, until
-// none is waiting. It returns false if the notifier closed meanwhile.
+// what the kernel has queued, sends it, then closes their channels. It
+// returns false if the notifier closed meanwhile.
 func (n *inotify) flush(buf []byte) bool {
-	for {
-		_ = n.file.SetReadDeadline(time.Time{}) // before taking the waiting: a later sync sets it again
-		n.mu.Lock()
-		waiting := n.syncs
-		n.syncs = nil
-		n.mu.Unlock()
-		if !n.readQueued(buf) {
-			return false
-		}
-		for _, done := range waiting {
-			close(done)
-		}
-		n.mu.Lock()
-		more := len(n.syncs) > 0
-		n.mu.Unlock()
-		if !more {
-			return true
-		}
-	}
-}
-
-// readQueued reads and sends what the kernel has queued, without waiting
-// for more. It returns false if the notifier closed meanwhile.
-func (n *inotify) readQueued(buf []byte) bool {
+	_ = n.file.SetReadDeadline(time.Time{}) // before taking the waiting: a later sync sets it again
+	n.mu.Lock()
+	waiting := n.syncs
+	n.syncs = nil
+	n.mu.Unlock()
 	rc, err := n.file.SyscallConn()
 	if err != nil {
 		return false
 	}
 	for {
 		size := 0
-		err := rc.Read(func(fd uintptr) bool {
+		if err := rc.Read(func(fd uintptr) bool {
 			size, _ = unix.Read(int(fd), buf) // -1 (EAGAIN) once nothing is queued
 			return true
-		})
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			// A sync's deadline, set after flush took it in: flush
-			// serves the syncs that came since before it returns.
-			_ = n.file.SetReadDeadline(time.Time{})
-			continue
-		case err != nil:
+		}); err != nil {
 			return false // closed
-		case size <= 0:
-			return true
+		}
+		if size <= 0 {
+			break
 		}
 		if !n.pass(buf[:size]) {
 			return false
 		}
 	}
+	for _, done := range waiting {
+		close(done)
+	}
+	return true
 }
 
 // pass sends the events in buf as notices; it returns false if the
