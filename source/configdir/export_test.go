@@ -61,7 +61,6 @@ func (f *FakeNotifier) add(dir string) error {
 	return nil
 }
 func (f *FakeNotifier) moved(notice)           {}
-func (f *FakeNotifier) sync() <-chan struct{}  { return closed }
 func (f *FakeNotifier) notices() <-chan notice { return f.out }
 func (f *FakeNotifier) errors() <-chan error   { return f.errs }
 func (f *FakeNotifier) close() error           { return nil }

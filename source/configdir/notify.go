@@ -50,10 +50,6 @@ type notifier interface {
 	// errors reports failures of the watcher itself: notices may have
 	// been lost.
 	errors() <-chan error
-	// sync returns a channel closed once the notices of everything that
-	// happened before the call have been sent (the caller receives them
-	// meanwhile); a notifier that cannot tell returns a closed channel.
-	sync() <-chan struct{}
 	close() error
 }
 
@@ -113,7 +109,6 @@ func (p *portable) add(dir string) error {
 	return nil
 }
 func (p *portable) moved(notice)           {} // fsnotify drops the watch itself
-func (p *portable) sync() <-chan struct{}  { return closed }
 func (p *portable) notices() <-chan notice { return p.out }
 func (p *portable) errors() <-chan error   { return p.w.Errors }
 func (p *portable) close() error {
@@ -122,9 +117,6 @@ func (p *portable) close() error {
 	<-p.stopped
 	return err
 }
-
-// closed is a closed channel.
-var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // errOverflow is the error a notifier reports when the kernel dropped
 // events.

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -34,9 +33,8 @@ type inotify struct {
 	// done ends the reading goroutine; stopped is closed when it has.
 	done, stopped chan struct{}
 
-	mu    sync.Mutex           // guards dirs and syncs: add and sync run on Watch's goroutine, read on its own
-	dirs  map[int32]watchedDir // by watch descriptor
-	syncs []chan struct{}      // barriers waiting for the reader (see sync)
+	mu   sync.Mutex           // guards dirs: add runs on Watch's goroutine, read on its own
+	dirs map[int32]watchedDir // by watch descriptor
 }
 
 // watchedDir is a directory inotify watches.
@@ -125,18 +123,6 @@ func (n *inotify) close() error {
 	return err
 }
 
-// sync returns a channel closed once every event the kernel queued before
-// the call has been sent as a notice: it wakes the reader with a read
-// deadline (see flush).
-func (n *inotify) sync() <-chan struct{} {
-	done := make(chan struct{})
-	n.mu.Lock()
-	n.syncs = append(n.syncs, done)
-	n.mu.Unlock()
-	_ = n.file.SetReadDeadline(time.Unix(1, 0)) // ends the reader's Read, or its next one
-	return done
-}
-
 // read reads events and sends them as notices until closed. If reading
 // fails it reports the error and closes the notices' channel.
 func (n *inotify) read() {
@@ -144,83 +130,34 @@ func (n *inotify) read() {
 	buf := make([]byte, 64<<10) // holds many events; one needs at most 16 + NAME_MAX + 1 bytes
 	for {
 		size, err := n.file.Read(buf)
-		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded):
-			if !n.flush(buf) {
-				return
-			}
-			continue
-		case err != nil:
+		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
 				n.report(fmt.Errorf("file watcher: %w", err))
 				close(n.out)
 			}
 			return
 		}
-		if !n.pass(buf[:size]) {
-			return
+		for ev := buf[:size]; len(ev) >= unix.SizeofInotifyEvent; {
+			wd := int32(binary.NativeEndian.Uint32(ev[0:]))
+			mask := binary.NativeEndian.Uint32(ev[4:])
+			nameLen := int(binary.NativeEndian.Uint32(ev[12:]))
+			end := min(unix.SizeofInotifyEvent+nameLen, len(ev))
+			name := ev[unix.SizeofInotifyEvent:end]
+			ev = ev[end:]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i] // the kernel pads names with NULs
+			}
+			nt, ok := n.notice(wd, mask, string(name))
+			if !ok {
+				continue
+			}
+			select {
+			case n.out <- nt:
+			case <-n.done:
+				return
+			}
 		}
 	}
-}
-
-// flush releases the barriers waiting (sync): it reads, without waiting,
-// what the kernel has queued, sends it, then closes their channels. It
-// returns false if the notifier closed meanwhile.
-func (n *inotify) flush(buf []byte) bool {
-	_ = n.file.SetReadDeadline(time.Time{}) // before taking the waiting: a later sync sets it again
-	n.mu.Lock()
-	waiting := n.syncs
-	n.syncs = nil
-	n.mu.Unlock()
-	rc, err := n.file.SyscallConn()
-	if err != nil {
-		return false
-	}
-	for {
-		size := 0
-		if err := rc.Read(func(fd uintptr) bool {
-			size, _ = unix.Read(int(fd), buf) // -1 (EAGAIN) once nothing is queued
-			return true
-		}); err != nil {
-			return false // closed
-		}
-		if size <= 0 {
-			break
-		}
-		if !n.pass(buf[:size]) {
-			return false
-		}
-	}
-	for _, done := range waiting {
-		close(done)
-	}
-	return true
-}
-
-// pass sends the events in buf as notices; it returns false if the
-// notifier closed meanwhile.
-func (n *inotify) pass(buf []byte) bool {
-	for ev := buf; len(ev) >= unix.SizeofInotifyEvent; {
-		wd := int32(binary.NativeEndian.Uint32(ev[0:]))
-		mask := binary.NativeEndian.Uint32(ev[4:])
-		nameLen := int(binary.NativeEndian.Uint32(ev[12:]))
-		end := min(unix.SizeofInotifyEvent+nameLen, len(ev))
-		name := ev[unix.SizeofInotifyEvent:end]
-		ev = ev[end:]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i] // the kernel pads names with NULs
-		}
-		nt, ok := n.notice(wd, mask, string(name))
-		if !ok {
-			continue
-		}
-		select {
-		case n.out <- nt:
-		case <-n.done:
-			return false
-		}
-	}
-	return true
 }
 
 // notice translates one event; ok is false for events that name nothing

@@ -1,7 +1,6 @@
 package configdir
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -50,42 +49,6 @@ func TestInotifyDropsMovedTree(t *testing.T) {
 			return
 		case <-deadline:
 			t.Fatal("no notice of the move within 10s")
-		}
-	}
-}
-
-// TestInotifySync: once sync's channel is closed, the notices of every
-// change made before the call have been sent.
-func TestInotifySync(t *testing.T) {
-	dir := t.TempDir()
-	nf, err := newInotify()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nf.close()
-	if err := addTree(nf, rootPath(dir)); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.After(10 * time.Second)
-	for i := range 50 {
-		name := fmt.Sprintf("f%d.yaml", i)
-		if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		done, seen := nf.sync(), false
-	round:
-		for {
-			select {
-			case nt := <-nf.notices():
-				seen = seen || filepath.Base(nt.path) == name
-			case <-done:
-				if !seen {
-					t.Fatalf("round %d: synced before the notice of %s", i, name)
-				}
-				break round
-			case <-deadline:
-				t.Fatal("no sync within 10s")
-			}
 		}
 	}
 }

@@ -72,7 +72,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			w.notice(nt)
 		case <-w.fire:
 			w.timer, w.fire = nil, nil
-			w.barrier() // what happened up to now, a write begun say, before reading
+			w.drain() // what happened up to now, a write begun say, before reading
 			if wait := w.load(); wait > 0 {
 				w.schedule(wait)
 			}
@@ -105,12 +105,9 @@ type watch struct {
 	full    bool                 // walk the directory: a directory changed, or a read failed
 	rewatch bool                 // watch the directory again: it moved or went
 	gone    bool                 // and it was not there when last looked for
-	// dropping is when the first of the loads dropped in a row was (see
-	// load); zero if the last one was not.
-	dropping time.Time
-	timer    *time.Timer // armed while a load is due; fire is its channel
-	fire     <-chan time.Time
-	first    time.Time // the first event of the burst the timer waits out
+	timer   *time.Timer          // armed while a load is due; fire is its channel
+	fire    <-chan time.Time
+	first   time.Time // the first event of the burst the timer waits out
 }
 
 // notice takes in what the notifier reported of one path.
@@ -160,24 +157,13 @@ func (w *watch) notice(nt notice) {
 	w.schedule(Debounce)
 }
 
-// barrier takes in the notices of everything that happened before it,
-// those the notifier has yet to send included, and then those waiting.
-func (w *watch) barrier() {
-	done := w.n.sync()
+// drain takes in the notices already waiting, without blocking.
+func (w *watch) drain() {
 	for {
 		select {
 		case nt, ok := <-w.n.notices():
 			if !ok {
 				return // Watch's loop returns on it
-			}
-			w.notice(nt)
-			continue
-		case <-done:
-		}
-		select { // done: one more waiting, or none
-		case nt, ok := <-w.n.notices():
-			if !ok {
-				return
 			}
 			w.notice(nt)
 		default:
@@ -258,35 +244,18 @@ func (w *watch) load() time.Duration {
 	}
 	var res *Result
 	var err error
-	full := w.full
-	w.full = false
 	w.l.held = held
-	if full {
+	if w.full {
 		res, err = w.l.Load()
 	} else {
 		res, err = w.l.Reload(paths)
 	}
 	w.l.held = nil
-	// Something changed while the files were read (a writer truncated one
-	// after the barrier before the load, say): what was read may be half
-	// of it. The notices scheduled the next load, which reads it again;
-	// this one is dropped, unless loads have been dropped for MaxDelay.
-	w.barrier()
-	meanwhile := w.full || len(w.changed) > len(held)
 	// A read that failed (not a configuration with problems, whose files
 	// were all read) may have left changed files unread: the next load
 	// walks the directory and reads whatever changed.
 	var problems *Error
-	if err != nil && !errors.As(err, &problems) {
-		w.full = true
-	}
-	if meanwhile && (w.dropping.IsZero() || time.Since(w.dropping) < MaxDelay) {
-		if w.dropping.IsZero() {
-			w.dropping = time.Now()
-		}
-		return due
-	}
-	w.dropping = time.Time{}
+	w.full = err != nil && !errors.As(err, &problems)
 	if err != nil {
 		w.reject(err)
 	} else {
