@@ -932,6 +932,13 @@ func FuzzSotWRequests(f *testing.F) {
 		publish(0, 0).sotwReq(resource.ClusterType, 0, 0, 0, "c0").op(fuzzOpKick).op(fuzzOpAck, 0)))
 	// No snapshot yet.
 	f.Add([]byte(fuzzSeed{0}.sotwReq(resource.ClusterType, 0, 0, fuzzNodeFlag).op(fuzzOpKick).publish(fuzzAll, 0).op(fuzzOpKick)))
+	// A first subscription to every endpoint set, in the snapshot's order,
+	// shares the snapshot's names (adoptNamed); the snapshot then changes
+	// and loses one before the first response, or the names change.
+	f.Add([]byte(ads.sotwReq(resource.ClusterType, 0, 0, fuzzNodeFlag).op(fuzzOpKick).
+		sotwReq(resource.EndpointType, 0, 0, 0, "c0", "c1", "e0").publish(0x3fef, 0x0004).op(fuzzOpKick).op(fuzzOpAckAll).op(fuzzOpAckAll)))
+	f.Add([]byte(ads.sotwReq(resource.ClusterType, 0, 0, fuzzNodeFlag).op(fuzzOpKick).
+		sotwReq(resource.EndpointType, 0, 0, 0, "c0", "c1", "e0").sotwReq(resource.EndpointType, 0, 0, 0, "c1").op(fuzzOpAckAll).op(fuzzOpAckAll)))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzStream(t, data, false) })
 }
 
@@ -965,5 +972,11 @@ func FuzzDeltaRequests(f *testing.F) {
 		deltaReq(resource.ClusterType, 0, 0, []string{"c0"}, nil).deltaReq(resource.ClusterType, 0, 0, nil, []string{"c0"}).
 		publish(0x0002, 0).op(fuzzOpKick).op(fuzzOpAck, 0)))
 	f.Add([]byte(fuzzSeed{0}.deltaReq(resource.ClusterType, 0, fuzzNodeFlag, nil, nil).op(fuzzOpKick).publish(fuzzAll, 0).op(fuzzOpKick)))
+	// The same shared first subscriptions as FuzzSotWRequests's.
+	f.Add([]byte(ads.deltaReq(resource.ClusterType, 0, fuzzNodeFlag, nil, nil).op(fuzzOpKick).
+		deltaReq(resource.EndpointType, 0, 0, []string{"c0", "c1", "e0"}, nil).publish(0x3fef, 0x0004).op(fuzzOpKick).op(fuzzOpAckAll).op(fuzzOpAckAll)))
+	f.Add([]byte(ads.deltaReq(resource.ClusterType, 0, fuzzNodeFlag, nil, nil).op(fuzzOpKick).
+		deltaReq(resource.EndpointType, 0, 0, []string{"c0", "c1", "e0"}, nil).deltaReq(resource.EndpointType, 0, 0, []string{"x0"}, []string{"c1"}).
+		op(fuzzOpAckAll).op(fuzzOpAckAll)))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzStream(t, data, true) })
 }

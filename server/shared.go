@@ -2,6 +2,7 @@ package server
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -16,7 +17,9 @@ import (
 // the next snapshot's list when they are sent its changes.
 
 // canonical is a snapshot's resources of one type as a key list whose
-// entries all hold their resource with the same flags.
+// entries all have the same flags: all hold their resource (fHas), or, for
+// a new stream's first subscription (adoptNamed), all name it and none
+// holds it.
 type canonical struct {
 	keys  []keyEntry
 	xor   uint64
@@ -92,7 +95,11 @@ func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical
 		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
 		c.from = transitionKey{c.id}
 		for i, r := range rs {
-			c.keys[i] = keyEntry{key: r.Name, res: r, flags: flags}
+			c.keys[i] = keyEntry{key: r.Name, flags: flags}
+			if flags&fHas == 0 {
+				continue // names, none held (adoptNamed)
+			}
+			c.keys[i].res = r
 			c.xor ^= r.Hash()
 			if r.TTL > 0 {
 				c.ttls++
@@ -232,7 +239,7 @@ func (tr *transition) covers(lists [][]string) bool {
 // every change. ok is false in any other case.
 func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool, dirty [][]string) (w work, ok bool) {
 	c := l.shared
-	if c == nil || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) || (!reeval && len(dirty) == 0) {
+	if c == nil || c.flags&fHas == 0 || l.nResend > 0 || l.nDropped > 0 || (!wildcard && c.flags&fNamed == 0) || (!reeval && len(dirty) == 0) {
 		return work{}, false
 	}
 	tr := transitionOf(snap, t, c)
@@ -269,7 +276,7 @@ func allItems(snap *cache.Snapshot, t *resource.Type) []item {
 // are fewer resources than are worth sharing.
 func (l *keyList) wholeWork(snap *cache.Snapshot, t *resource.Type, wildcard, reeval bool) (w work, ok bool) {
 	rs := snap.Resources(t)
-	if !reeval || l.shared != nil || l.nHeld > 0 || l.nDropped > 0 || len(rs) == 0 || len(rs) < minShared ||
+	if !reeval || (l.shared != nil && l.shared.flags&fHas != 0) || l.nHeld > 0 || l.nDropped > 0 || len(rs) == 0 || len(rs) < minShared ||
 		(len(l.keys) == 0 && !wildcard) || (len(l.keys) != 0 && len(l.keys) != len(rs)) {
 		return work{}, false
 	}
@@ -285,7 +292,7 @@ func (l *keyList) wholeWork(snap *cache.Snapshot, t *resource.Type, wildcard, re
 // upserts brings it exactly there (they are exactly what changed), without
 // copying it. It reports whether it did; if not, the list is unchanged.
 func (l *keyList) advance(snap *cache.Snapshot, t *resource.Type, upserts []item) bool {
-	if l.shared == nil || len(upserts) == 0 {
+	if l.shared == nil || l.shared.flags&fHas == 0 || len(upserts) == 0 {
 		return false
 	}
 	tr := transitionOf(snap, t, l.shared)
@@ -331,5 +338,54 @@ func (l *keyList) adoptWhole(snap *cache.Snapshot, t *resource.Type, upserts []i
 	c := canonicalOf(snap, t, flags)
 	l.keys, l.shared, l.xor, l.ttls = c.keys, c, c.xor, c.ttls
 	l.nHeld, l.nResend, l.slack = len(c.keys), 0, false
+	return true
+}
+
+// adoptNamed makes an empty list snap's canonical list of t whose entries
+// carry flags (fNamed, and fResend for SotW) and hold nothing, when names
+// are exactly the names of snap's resources of t, in any order, each once:
+// a new stream's first subscription to every resource of a type (an
+// Envoy's to the endpoints of every cluster it was sent) then shares one
+// list with every such stream until its first response moves it to the
+// held list (adoptWhole), rather than sorting a copy of the names and
+// building 32 bytes per name of its own. It reports whether it did; if
+// not, the list is unchanged.
+func (l *keyList) adoptNamed(snap *cache.Snapshot, t *resource.Type, names []string, flags uint8) bool {
+	if snap == nil || len(names) < minShared || len(l.keys) != 0 || l.shared != nil || l.nHeld != 0 || l.nDropped != 0 || l.nResend != 0 {
+		return false
+	}
+	rs := snap.Resources(t)
+	if len(rs) != len(names) || !sameNames(rs, names) {
+		return false
+	}
+	c := canonicalOf(snap, t, flags)
+	l.keys, l.shared = c.keys, c
+	if flags&fResend != 0 {
+		l.nResend = len(c.keys)
+	}
+	return true
+}
+
+// sameNames reports whether names, as many as rs, name each of rs (sorted
+// by name) once, and none is the wildcard.
+func sameNames(rs []*resource.Resource, names []string) bool {
+	inOrder := true
+	for i, n := range names {
+		if n == wildcardName {
+			return false
+		}
+		inOrder = inOrder && n == rs[i].Name
+	}
+	if inOrder {
+		return true
+	}
+	seen := make([]uint64, (len(rs)+63)/64)
+	for _, n := range names {
+		i, ok := slices.BinarySearchFunc(rs, n, func(r *resource.Resource, n string) int { return strings.Compare(r.Name, n) })
+		if !ok || seen[i/64]&(1<<(i%64)) != 0 {
+			return false // not a resource, or named twice (and so another is missing)
+		}
+		seen[i/64] |= 1 << (i % 64)
+	}
 	return true
 }

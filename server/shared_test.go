@@ -6,6 +6,8 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
@@ -21,7 +23,11 @@ func (c *canonical) intact() bool {
 		return false
 	}
 	for i, r := range c.rs {
-		if e := c.keys[i]; e.key != r.Name || e.res != r || e.flags != c.flags {
+		want := r
+		if c.flags&fHas == 0 {
+			want = nil // names only (adoptNamed)
+		}
+		if e := c.keys[i]; e.key != r.Name || e.res != want || e.flags != c.flags {
 			return false
 		}
 	}
@@ -118,5 +124,110 @@ func TestSharedKeyLists(t *testing.T) {
 		if !c.intact() {
 			t.Fatal("a canonical list was written into")
 		}
+	}
+}
+
+// A new stream's first subscription that names every endpoint set, once
+// each, in any order, shares one list of the names with every such stream
+// until its first response, and ends where a stream that built its own
+// list does. Anything else builds its own.
+func TestFirstSubscriptionSharesNames(t *testing.T) {
+	cla := func(name string, port uint32) *resource.Resource {
+		return resource.MustNew(&endpointv3.ClusterLoadAssignment{ClusterName: name, Endpoints: []*endpointv3.LocalityLbEndpoints{{
+			LbEndpoints: []*endpointv3.LbEndpoint{{HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
+					Address: "10.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: port}}}}}}}}}}})
+	}
+	a, b, c := cla("a", 1), cla("b", 1), cla("c", 1)
+	snap := cache.MustSnapshot(a, b, c)
+	snap2 := cache.MustSnapshot(a, cla("b", 2))                        // b changed, c gone
+	snap3 := cache.MustSnapshot(cla("a", 3), cla("b", 3), cla("c", 3)) // every one changed
+	names := []string{"a", "b", "c"}
+	keys := func(w work) []string {
+		var out []string
+		for _, it := range w.upserts {
+			v := "-"
+			if it.res != nil {
+				v = it.res.Version
+			}
+			out = append(out, it.key+"@"+v)
+		}
+		slices.Sort(out)
+		return append(out, w.removals...)
+	}
+	for _, delta := range []bool{true, false} {
+		flags := fNamed
+		if !delta {
+			flags |= fResend // SotW sends what a new subscription names (S10)
+		}
+		own := func() *typeState { // the way a list of its own is built
+			ts := newTypeState(edsType)
+			if delta {
+				ts.subscribe(names, nil, true)
+			} else {
+				ts.setNames(names)
+			}
+			return ts
+		}
+		adopted := func(names ...string) *typeState {
+			ts := newTypeState(edsType)
+			if !ts.adoptNames(snap, names, flags) {
+				t.Fatalf("delta %v: the snapshot's names %v were not adopted", delta, names)
+			}
+			return ts
+		}
+		for _, later := range []*cache.Snapshot{snap, snap2, snap3} {
+			x, y, ref := adopted(names...), adopted("c", "a", "b"), own()
+			named := x.shared
+			if named == nil || y.shared != named || named.flags != flags || x.nResend != ref.nResend || x.everNamed != ref.everNamed || !x.reeval {
+				t.Fatalf("delta %v: adopted lists %p %p (flags %b), nResend %d, want one shared list with flags %b, nResend %d",
+					delta, x.shared, y.shared, named.flags, x.nResend, flags, ref.nResend)
+			}
+			wx, wref := x.evaluate(later, delta), ref.evaluate(later, delta)
+			if later != snap2 && (len(wx.upserts) == 0 || &wx.upserts[0] != &allItems(later, edsType)[0]) {
+				t.Fatalf("delta %v: the first response's items are not the snapshot's shared list", delta)
+			}
+			if got, want := keys(wx), keys(wref); !slices.Equal(got, want) {
+				t.Fatalf("delta %v: work %v, want %v", delta, got, want)
+			}
+			x.settle(wx, true, later)
+			ref.settle(wref, true, later)
+			if x.version() != ref.version() || x.nHeld != ref.nHeld || x.nResend != 0 || (x.shared == nil) != (ref.shared == nil) || x.shared != ref.shared {
+				t.Fatalf("delta %v: after the first response: version %s, held %d, shared %p; want %s, %d, %p",
+					delta, x.version(), x.nHeld, x.shared, ref.version(), ref.nHeld, ref.shared)
+			}
+			if !named.intact() {
+				t.Fatalf("delta %v: the shared names were written into", delta)
+			}
+		}
+
+		// A change of subscription before the first response copies the list.
+		x := adopted(names...)
+		named := x.shared
+		x.subscribe(nil, []string{"b"}, false)
+		if x.shared != nil || !named.intact() {
+			t.Fatalf("delta %v: unsubscribing did not copy the shared names", delta)
+		}
+		if got := keys(x.evaluate(snap, delta)); !slices.Equal(got, []string{"a@" + a.Version, "c@" + c.Version}) {
+			t.Fatalf("delta %v: after unsubscribing b, work %v", delta, got)
+		}
+	}
+	for _, n := range [][]string{{"a", "b"}, {"a", "b", "c", "d"}, {"*", "a", "b"}, {"a", "a", "c"}, {"c", "b", "c"}, {"a", "b", "d"}} {
+		ts := newTypeState(edsType)
+		if ts.adoptNames(snap, n, fNamed) || ts.shared != nil || len(ts.keys) != 0 || ts.everNamed {
+			t.Fatalf("names %v were adopted as the snapshot's", n)
+		}
+	}
+	// A resource named "*": a subscription naming it asks for the wildcard.
+	if newTypeState(edsType).adoptNames(cache.MustSnapshot(cla("*", 1), a, b), []string{"*", "a", "b"}, fNamed) {
+		t.Fatal(`"*" was adopted as a name`)
+	}
+	ts := newTypeState(edsType)
+	ts.subscribe([]string{"a"}, nil, true)
+	if ts.adoptNames(snap, names, fNamed) {
+		t.Fatal("names were adopted by a list that had some")
+	}
+	if newTypeState(edsType).adoptNames(nil, names, fNamed) {
+		t.Fatal("names were adopted without a snapshot")
 	}
 }

@@ -270,7 +270,9 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 	first := !ts.active
 	ts.active = true
 	if !ts.namesKnown || ts.namesDigest != d {
-		ts.setNames(req.GetResourceNames())
+		if names := req.GetResourceNames(); !first || !ts.adoptNames(st.snap, names, fNamed|fResend) {
+			ts.setNames(names)
+		}
 		ts.namesDigest, ts.namesKnown = d, true
 	}
 	if first && req.GetVersionInfo() != "" && nonce == "" {
@@ -294,7 +296,10 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	// A stale nonce still carries subscription changes (D2).
 	first := !ts.active
 	ts.active = true
-	ts.subscribe(req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe(), first)
+	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
+	if !first || len(unsub) > 0 || len(req.GetInitialResourceVersions()) > 0 || !ts.adoptNames(st.snap, sub, fNamed) {
+		ts.subscribe(sub, unsub, first)
+	}
 	if first && len(req.GetInitialResourceVersions()) > 0 {
 		// What the client has of what it subscribes to (D6); it drops the
 		// rest, which a later subscription must send again.

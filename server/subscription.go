@@ -110,6 +110,19 @@ func (ts *typeState) setNames(names []string) bool {
 	return changed
 }
 
+// adoptNames applies a first subscription that names exactly snap's
+// resources of the type, in their order, by sharing snap's list of those
+// names (see keyList.adoptNamed); flags are what setNames or subscribe
+// would give each new entry. It reports whether it did; if not, nothing
+// changed, and the caller applies names its own way.
+func (ts *typeState) adoptNames(snap *cache.Snapshot, names []string, flags uint8) bool {
+	if ts.wildcard || ts.everNamed || !ts.adoptNamed(snap, ts.t, names, flags) {
+		return false
+	}
+	ts.everNamed, ts.reeval = true, true
+	return true
+}
+
 // subscribe and unsubscribe change a delta subscription (PROTOCOL D3, D8,
 // D9). first is true for the first request of the type on the stream.
 func (ts *typeState) subscribe(sub, unsub []string, first bool) {
