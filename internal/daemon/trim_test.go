@@ -186,6 +186,26 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 			t.Fatalf("no trim %v after a trim that cost %v, with 40 MiB free", clock.Sub(at), took)
 		}
 	}
+	// A collection at a burst's peak found it all live, and nothing
+	// allocated since: trimmed once quiet, as the heap is swollen against
+	// the least live heap found before; then not again for the same heap.
+	var peak trimmer
+	due(&peak, heapLook{objects: 31 << 20, live: 30 << 20, cycles: 1, allocs: 20 << 20}) // before clients left
+	calm := heapLook{free: 1 << 20, objects: 13 << 20, live: 12 << 20, cycles: 2, allocs: 30 << 20}
+	if look(&peak, calm, trimLooks+2) {
+		t.Fatal("trimmed 1 MiB of garbage")
+	}
+	if look(&peak, heapLook{objects: 32 << 20, live: 31 << 20, cycles: 3, allocs: 90 << 20}, trimLooks+2) {
+		t.Fatal("trimmed a heap found less than twice the least live heap and trimMinFree")
+	}
+	swollen := heapLook{objects: 65 << 20, live: 64 << 20, cycles: 5, allocs: 230 << 20}
+	if due(&peak, swollen) || look(&peak, swollen, trimLooks-1) || !due(&peak, swollen) {
+		t.Fatal("want a trim after trimLooks quiet looks at a heap a collection found swollen")
+	}
+	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 230 << 20}, 0)
+	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 8, allocs: 330 << 20}, trimLooks+2) {
+		t.Fatal("trimmed again a heap the last trim found live")
+	}
 	// Too little free, or too small a share of the heap: no trim.
 	for _, h := range []heapLook{
 		{free: trimMinFree - 1, objects: 8 << 20, live: 8 << 20, cycles: 10},
