@@ -29,3 +29,18 @@ func TestSharedWorkTwoStreams(t *testing.T) {
 		}
 	}
 }
+
+// A first request that subscribes to every endpoint set and unsubscribes
+// one of them in the same breath gets the others only: the subscription is
+// not taken for the snapshot's whole list of names.
+func TestFirstSubscriptionWithUnsubscribe(t *testing.T) {
+	e := start(t, rawxds.Cluster("a"), rawxds.Cluster("b"), rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
+	s := e.DeltaADS(t)
+	s.Send(dsub(cds, "*"))
+	wantDelta(t, recvAck(s), cds, []string{"a", "b"}, nil)
+	req := dsub(eds, "a", "b")
+	req.ResourceNamesUnsubscribe = []string{"b"}
+	s.Send(req)
+	wantDelta(t, recvAck(s), eds, []string{"a"}, nil)
+	s.ExpectNone()
+}

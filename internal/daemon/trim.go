@@ -138,8 +138,12 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	// heap then looks live, though most of it is garbage. (1,000 SotW
 	// clients' initial sync: a collection at its peak found 65 MiB live,
 	// the trim then left 21.) A live heap well above the least found
-	// calls for a trim to find out.
-	swollen := h.live >= 2*tr.floor+trimMinFree
+	// calls for a trim to find out. Such trims come at most once per
+	// trimGap and trimShare times the last trim's cost: a server whose
+	// every burst of pushes meets a collection would otherwise trim after
+	// each, the trim having emptied the pools the floor was measured with.
+	swollen := h.live >= 2*tr.floor+trimMinFree &&
+		(!tr.hasTrimmed || now.Sub(tr.trimmedAt) >= max(trimGap, trimShare*tr.took))
 	worth := swollen || r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects)
 	return tr.quiet >= trimLooks && worth && paid
 }

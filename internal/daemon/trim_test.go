@@ -198,13 +198,30 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if look(&peak, heapLook{objects: 32 << 20, live: 31 << 20, cycles: 3, allocs: 90 << 20}, trimLooks+2) {
 		t.Fatal("trimmed a heap found less than twice the least live heap and trimMinFree")
 	}
-	swollen := heapLook{objects: 65 << 20, live: 64 << 20, cycles: 5, allocs: 230 << 20}
+	swollen := heapLook{objects: 33 << 20, live: 32 << 20, cycles: 5, allocs: 230 << 20} // 2 × 12 + 8 MiB
 	if due(&peak, swollen) || look(&peak, swollen, trimLooks-1) || !due(&peak, swollen) {
 		t.Fatal("want a trim after trimLooks quiet looks at a heap a collection found swollen")
 	}
-	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 7, allocs: 230 << 20}, 0)
-	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 8, allocs: 330 << 20}, trimLooks+2) {
+	peak.trimmed(clock, heapLook{objects: 12 << 20, live: 12 << 20, cycles: 7, allocs: 230 << 20}, 50*time.Millisecond)
+	// Swollen again by the next burst (the trim emptied the pools the next
+	// collection finds full): not before trimGap.
+	again := heapLook{objects: 65 << 20, live: 64 << 20, cycles: 8, allocs: 330 << 20}
+	if look(&peak, again, trimLooks+2) {
+		t.Fatal("trimmed a swollen heap again right after a trim")
+	}
+	clock = clock.Add(trimGap)
+	if !due(&peak, again) {
+		t.Fatal("no trim of a swollen heap trimGap after the last trim")
+	}
+	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 330 << 20}, 0)
+	clock = clock.Add(time.Minute)
+	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 11, allocs: 430 << 20}, trimLooks+2) {
 		t.Fatal("trimmed again a heap the last trim found live")
+	}
+	// Garbage of 10 MiB, two fifths of the heap's objects: worth a trim.
+	var small trimmer
+	if !look(&small, heapLook{free: 2 << 20, objects: 24 << 20, live: 16 << 20, cycles: 3, allocs: 40 << 20}, trimLooks+1) {
+		t.Fatal("no trim with 10 MiB reclaimable")
 	}
 	// Too little free, or too small a share of the heap: no trim.
 	for _, h := range []heapLook{
