@@ -8,6 +8,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
@@ -229,5 +230,33 @@ func TestFirstSubscriptionSharesNames(t *testing.T) {
 	}
 	if newTypeState(edsType).adoptNames(nil, names, fNamed) {
 		t.Fatal("names were adopted without a snapshot")
+	}
+}
+
+// A per-type EDS stream (not ADS) shares the snapshot's names too: its
+// first request is also what starts its watch, which must hand it the
+// snapshot before the request is applied.
+func TestFirstSubscriptionSharesNamesPerType(t *testing.T) {
+	c := cache.New(nil)
+	cla := func(name string) *resource.Resource {
+		return resource.MustNew(&endpointv3.ClusterLoadAssignment{ClusterName: name})
+	}
+	c.SetSnapshot("", cache.MustSnapshot(cla("a"), cla("b")))
+	for _, delta := range []bool{true, false} {
+		st := New(c, Config{}).newStream(delta, edsType)
+		st.waker.fn = func() {}
+		var err error
+		if delta {
+			err = st.handleDelta(&discovery.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "n"}, ResourceNamesSubscribe: []string{"b", "a"}})
+		} else {
+			err = st.handleSotw(&discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n"}, ResourceNames: []string{"b", "a"}})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts := st.types.get(edsType); ts == nil || ts.shared == nil || ts.shared.flags&fHas != 0 {
+			t.Fatalf("delta %v: the first request's names are not the snapshot's shared names", delta)
+		}
+		st.close()
 	}
 }

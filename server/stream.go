@@ -231,6 +231,11 @@ func (st *stream) start(node *corev3.Node) {
 	st.log = nil // made again with the node
 	st.status.setNode(node)
 	st.watcher = st.srv.cache.WatchFunc(node, st.waker.wake)
+	if st.watcher.HasNews() {
+		// Now rather than after the request: its subscription may then
+		// share the snapshot's names (adoptNamed) on a per-type stream too.
+		st.takeSnapshot()
+	}
 }
 
 // state returns the stream's state for t, creating it.
