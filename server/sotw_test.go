@@ -92,6 +92,23 @@ func TestSotW(t *testing.T) {
 		}
 	})
 
+	// The first request names a type this server does not serve: it is
+	// ignored (T3), but its node still identifies the stream.
+	t.Run("S1_node_from_first_request_of_unknown_type", func(t *testing.T) {
+		c := cache.New(func(n *corev3.Node) string { return n.GetId() })
+		c.SetSnapshot("a", cache.MustSnapshot(rawxds.Cluster("ca")))
+		c.SetSnapshot("b", cache.MustSnapshot(rawxds.Cluster("cb")))
+		e := rawxds.Start(t, c, server.Config{})
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: rawxds.Node("b"), TypeUrl: "type.googleapis.com/xdsd.Unknown"})
+		s.Send(&discovery.DiscoveryRequest{TypeUrl: cds})
+		wantNames(t, s.Recv(), "cb")
+		d := e.DeltaADS(t)
+		d.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("b"), TypeUrl: "type.googleapis.com/xdsd.Unknown"})
+		d.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cds, ResourceNamesSubscribe: []string{"*"}})
+		wantDelta(t, d.Recv(), cds, []string{"cb"}, nil)
+	})
+
 	t.Run("S2_response_fields", func(t *testing.T) {
 		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
 		s := e.ADS(t)

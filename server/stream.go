@@ -257,11 +257,11 @@ func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
 // If d is that of the names the type last applied, the request's names
 // are not looked at (they may be left undecoded).
 func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDigest) error {
+	st.start(req.GetNode()) // the first request's node, whatever its type (S1)
 	t, err := st.typeOf(req.GetTypeUrl())
 	if t == nil {
 		return err
 	}
-	st.start(req.GetNode())
 	ts := st.state(t)
 	nonce := req.GetResponseNonce()
 	if nonce != "" && ts.nonce != "" && nonce != ts.nonce {
@@ -288,11 +288,11 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).
 func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
+	st.start(req.GetNode()) // the first request's node, whatever its type (S1)
 	t, err := st.typeOf(req.GetTypeUrl())
 	if t == nil {
 		return err
 	}
-	st.start(req.GetNode())
 	ts := st.state(t)
 	if nonce := req.GetResponseNonce(); nonce != "" && nonce == ts.nonce {
 		ts.waiting = false

@@ -213,9 +213,24 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !due(&peak, again) {
 		t.Fatal("no trim of a swollen heap trimGap after the last trim")
 	}
-	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 330 << 20}, 0)
+	// After a dear trim, not before trimShare times its cost.
+	took := 200 * time.Millisecond
+	at := clock
+	peak.trimmed(at, heapLook{objects: 12 << 20, live: 12 << 20, cycles: 9, allocs: 330 << 20}, took)
+	again = heapLook{objects: 65 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}
+	if look(&peak, again, trimLooks+1) {
+		t.Fatalf("trimmed a swollen heap right after a trim that cost %v", took)
+	}
+	clock = at.Add(trimShare*took - 2*trimEvery) // due adds one trimEvery
+	if look(&peak, again, 1) {
+		t.Fatalf("trimmed a swollen heap %v after a trim that cost %v", clock.Sub(at), took)
+	}
+	if !due(&peak, again) {
+		t.Fatalf("no trim of a swollen heap %v after a trim that cost %v", clock.Sub(at), took)
+	}
+	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}, 0)
 	clock = clock.Add(time.Minute)
-	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 11, allocs: 430 << 20}, trimLooks+2) {
+	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 11, allocs: 530 << 20}, trimLooks+2) {
 		t.Fatal("trimmed again a heap the last trim found live")
 	}
 	// Garbage of 10 MiB, two fifths of the heap's objects: worth a trim.
