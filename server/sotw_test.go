@@ -74,11 +74,16 @@ func typeStatus(t *testing.T, e *rawxds.Env, typeURL string) server.TypeStatus {
 }
 
 func TestSotW(t *testing.T) {
-	t.Run("S1_node_from_first_request", func(t *testing.T) {
+	// twoGroups starts a server whose nodes "a" and "b" see one cluster
+	// each, "ca" and "cb".
+	twoGroups := func(t *testing.T) (*cache.Cache, *rawxds.Env) {
 		c := cache.New(func(n *corev3.Node) string { return n.GetId() })
 		c.SetSnapshot("a", cache.MustSnapshot(rawxds.Cluster("ca")))
 		c.SetSnapshot("b", cache.MustSnapshot(rawxds.Cluster("cb")))
-		e := rawxds.Start(t, c, server.Config{})
+		return c, rawxds.Start(t, c, server.Config{})
+	}
+	t.Run("S1_node_from_first_request", func(t *testing.T) {
+		c, e := twoGroups(t)
 		s := e.ADS(t)
 		s.Send(&discovery.DiscoveryRequest{Node: rawxds.Node("b"), TypeUrl: cds})
 		r := s.Recv()
@@ -95,10 +100,7 @@ func TestSotW(t *testing.T) {
 	// The first request names a type this server does not serve: it is
 	// ignored (T3), but its node still identifies the stream.
 	t.Run("S1_node_from_first_request_of_unknown_type", func(t *testing.T) {
-		c := cache.New(func(n *corev3.Node) string { return n.GetId() })
-		c.SetSnapshot("a", cache.MustSnapshot(rawxds.Cluster("ca")))
-		c.SetSnapshot("b", cache.MustSnapshot(rawxds.Cluster("cb")))
-		e := rawxds.Start(t, c, server.Config{})
+		_, e := twoGroups(t)
 		s := e.ADS(t)
 		s.Send(&discovery.DiscoveryRequest{Node: rawxds.Node("b"), TypeUrl: "type.googleapis.com/xdsd.Unknown"})
 		s.Send(&discovery.DiscoveryRequest{TypeUrl: cds})
