@@ -111,8 +111,8 @@ func (ts *typeState) setNames(names []string) bool {
 }
 
 // adoptNames applies a first subscription that names exactly snap's
-// resources of the type, in their order, by sharing snap's list of those
-// names (see keyList.adoptNamed); flags are what setNames or subscribe
+// resources of the type, in any order, each once, by sharing snap's list of
+// those names (see keyList.adoptNamed); flags are what setNames or subscribe
 // would give each new entry. It reports whether it did; if not, nothing
 // changed, and the caller applies names its own way.
 func (ts *typeState) adoptNames(snap *cache.Snapshot, names []string, flags uint8) bool {
