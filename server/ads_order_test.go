@@ -201,6 +201,56 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 
+	// One type with one upsert and one removal: the removal does not ride
+	// along when the upsert's dependencies are still to be sent (a cluster
+	// replaced by another, a listener by one with a new route).
+	t.Run("O1_one_cluster_replaced_sotw", func(t *testing.T) {
+		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
+		c := newEnvoySotW(t, e)
+		for range 3 { // cds c1, eds c1, lds (empty)
+			c.step()
+		}
+		c.log = nil
+		publish(e, rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+		want := []string{"cds c1,c2", "eds c2", "cds c2"}
+		for range want {
+			c.step()
+		}
+		if !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q: c1 removed before c2's endpoints were sent", c.log, want)
+		}
+	})
+	t.Run("O1_one_listener_replaced_sotw", func(t *testing.T) {
+		base := []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1)}
+		e := start(t, append(base, rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))...)
+		c := newEnvoySotW(t, e)
+		for range 4 {
+			c.step()
+		}
+		c.log = nil
+		publish(e, append(base, rawxds.RDSListener("l2", "r2"), rawxds.Route("r2", "c1"))...)
+		c.step()
+		if want := "lds l1,l2"; c.log[0] != want {
+			t.Fatalf("first response %q, want %q: l1 removed before r2 was sent", c.log[0], want)
+		}
+	})
+	t.Run("O1_one_cluster_replaced_delta", func(t *testing.T) {
+		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
+		c := newEnvoyDelta(t, e)
+		for range 2 { // cds +c1, eds +c1
+			c.step()
+		}
+		c.log = nil
+		publish(e, rawxds.Cluster("c2"), rawxds.Endpoints("c1", 1), rawxds.Endpoints("c2", 2))
+		want := []string{"cds +c2", "eds +c2", "cds -c1"}
+		for len(c.log) < len(want) {
+			c.step()
+		}
+		if !slices.Equal(c.log[:len(want)], want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+
 	t.Run("O2_O3_listener_waits_for_endpoints_of_new_cluster", func(t *testing.T) {
 		// A route switching to a new cluster is sent only after the client
 		// has the cluster and its endpoints.

@@ -71,7 +71,7 @@ func (st *stream) push() error {
 		}
 		// Removals ride along when nothing else is waiting to go first.
 		merge := st.only != nil || len(s.w.removals) == 0 ||
-			(upserts == 1 && removals == 1 && !st.warm.holdsRemovals(st))
+			(upserts == 1 && removals == 1 && !st.warm.holdsRemovals(st) && !st.warm.waitsFor(st, s.w.upserts))
 		if err := st.send(s.ts, s.w, merge); err != nil {
 			return err
 		}

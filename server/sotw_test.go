@@ -260,6 +260,21 @@ func TestSotW(t *testing.T) {
 		}
 	})
 
+	// A cluster the client stopped asking for by leaving the wildcard is
+	// newly requested when the wildcard comes back, and sent again.
+	t.Run("S10_wildcard_again_resends_what_it_dropped", func(t *testing.T) {
+		e := start(t, rawxds.Cluster("a"), rawxds.Cluster("b"))
+		s := e.ADS(t)
+		s.Send(req(cds, "*", "a"))
+		r := s.Recv()
+		wantNames(t, r, "a", "b")
+		s.Send(ack(r, "*", "a"))
+		s.Send(ack(r, "a")) // the wildcard ends: b is no longer requested
+		s.ExpectNone()
+		s.Send(ack(r, "*", "a")) // b is requested again
+		wantNames(t, s.Recv(), "a", "b")
+	})
+
 	t.Run("S10_subset_growth_and_late_arrival", func(t *testing.T) {
 		e := start(t, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
 		s := e.ADS(t)
@@ -323,6 +338,40 @@ func TestSotW(t *testing.T) {
 		old.VersionInfo = "0123"
 		s3.Send(old)
 		wantNames(t, s3.Recv(), "a", "b")
+	})
+
+	// A reconnect naming resources is answered even at the version the
+	// client claims: the client shrank {a, b} to {a} (its version still
+	// that of {a, b}) and may have dropped b.
+	t.Run("S13_named_subscription_is_resent_on_reconnect", func(t *testing.T) {
+		e := start(t, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
+		s := e.ADS(t)
+		s.Send(req(eds, "a", "b"))
+		r := s.Recv()
+		s.Send(ack(r, "a"))
+		s.ExpectNone()
+		s.Close()
+		s2 := e.ADS(t)
+		first := req(eds, "a", "b")
+		first.VersionInfo = r.VersionInfo
+		s2.Send(first)
+		s2.Send(&discovery.DiscoveryRequest{TypeUrl: cds}) // barrier: an empty CDS response
+		if got := s2.Recv(); got.TypeUrl != eds {
+			t.Fatalf("first response is %s: the EDS request for a, b was not answered", got.TypeUrl)
+		}
+		// Names besides the wildcard: answered too (only a subscription to
+		// everything, and nothing else, is resumed).
+		s3 := e.ADS(t)
+		s3.Send(req(cds, "*"))
+		rc := s3.Recv()
+		s3.Close()
+		s4 := e.ADS(t)
+		named := req(cds, "*", "x")
+		named.VersionInfo = rc.VersionInfo
+		s4.Send(named)
+		if got := s4.Recv(); got.TypeUrl != cds {
+			t.Fatalf("first response is %s, want cds", got.TypeUrl)
+		}
 	})
 
 	t.Run("S14_resource_hint_at_current_version", func(t *testing.T) {

@@ -280,7 +280,9 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 		}
 		ts.namesDigest, ts.namesKnown = d, true
 	}
-	if first && req.GetVersionInfo() != "" && nonce == "" {
+	// Resume only a subscription to everything (S13): of one by name, the
+	// version does not tell which of the names the client still holds.
+	if first && req.GetVersionInfo() != "" && nonce == "" && ts.wildcard && len(ts.keys) == 0 {
 		ts.resume = req.GetVersionInfo()
 	}
 	return nil

@@ -91,8 +91,17 @@ func (ts *typeState) setNames(names []string) bool {
 		}
 	}
 	// A newly subscribed key is sent even if held (S10), unless a wildcard
-	// covered it before and still does.
+	// covered it before and still does; so is one the wildcard covers again
+	// after it was dropped.
 	resend := !(wildcard && ts.wildcard)
+	if wildcard && !ts.wildcard {
+		for i := range ts.keys {
+			if e := &ts.keys[i]; e.flags&fDropped != 0 {
+				ts.setResend(e)
+				changed = true
+			}
+		}
+	}
 	ts.mergeKeys(keys, func(_ int, e *keyEntry) {
 		if e.flags&fNamed == 0 {
 			e.flags |= fNamed

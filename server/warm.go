@@ -24,6 +24,37 @@ type warmGate struct {
 
 // arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
+	g.unmet(st, sent, func(t *resource.Type, name string) bool {
+		if g.wait == nil {
+			g.wait = make(map[*resource.Type]map[string]struct{})
+		}
+		if g.wait[t] == nil {
+			g.wait[t] = make(map[string]struct{})
+		}
+		g.wait[t][name] = struct{}{}
+		return true
+	})
+	if len(g.wait) > 0 && g.timer == nil {
+		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
+		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
+	}
+}
+
+// waitsFor reports whether sending sent would make the gate wait: then
+// removals must not ride along with it (make before break: a cluster
+// replaced by another is removed after the new one's endpoints are sent).
+func (g *warmGate) waitsFor(st *stream, sent []item) bool {
+	waits := false
+	g.unmet(st, sent, func(*resource.Type, string) bool {
+		waits = true
+		return false
+	})
+	return waits
+}
+
+// unmet calls f with each dependency of sent that the client does not hold
+// at its current version, of a type the client uses, until f returns false.
+func (g *warmGate) unmet(st *stream, sent []item, f func(t *resource.Type, name string) bool) {
 	for _, it := range sent {
 		r := it.res
 		if r == nil || r.DependsOnType == nil {
@@ -34,21 +65,10 @@ func (g *warmGate) arm(st *stream, sent []item) {
 			continue
 		}
 		for _, name := range r.DependsOn {
-			if g.satisfied(st, dep, name) {
-				continue
+			if !g.satisfied(st, dep, name) && !f(dep.t, name) {
+				return
 			}
-			if g.wait == nil {
-				g.wait = make(map[*resource.Type]map[string]struct{})
-			}
-			if g.wait[dep.t] == nil {
-				g.wait[dep.t] = make(map[string]struct{})
-			}
-			g.wait[dep.t][name] = struct{}{}
 		}
-	}
-	if len(g.wait) > 0 && g.timer == nil {
-		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
-		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
 	}
 }
 
