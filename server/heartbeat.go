@@ -102,6 +102,7 @@ func (st *stream) sendHeartbeats() error {
 }
 
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
+	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()
 	ts.nonce, ts.waiting = nonce, true
 	st.status.sent(ts.t, ts.lastVersion, nonce)
@@ -125,7 +126,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 			}
 		}
 		sort.Strings(all)
-		keys = all
+		keys = oncePerResource(ts, all)
 	}
 	for _, k := range keys {
 		r, _ := ts.heldAt(k)
@@ -140,4 +141,22 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 		bodies = append(bodies, a)
 	}
 	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
+}
+
+// oncePerResource returns keys without those whose held resource an earlier
+// key holds (a virtual host held under its name and an alias): a response
+// names a resource once (S11).
+func oncePerResource(ts *typeState, keys []string) []string {
+	if len(keys) < 2 {
+		return keys
+	}
+	seen := make(map[*resource.Resource]bool, len(keys))
+	out := keys[:0:0]
+	for _, k := range keys {
+		if r, _ := ts.heldAt(k); r == nil || !seen[r] {
+			seen[r] = true
+			out = append(out, k)
+		}
+	}
+	return out
 }

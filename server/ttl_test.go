@@ -18,6 +18,20 @@ func withTTL(r *resource.Resource, d time.Duration) *resource.Resource {
 }
 
 func TestTTL(t *testing.T) {
+	// A virtual host with a TTL subscribed by its name and by an alias: its
+	// heartbeat names it once, as its response did.
+	t.Run("S11_L2_heartbeat_names_a_resource_once", func(t *testing.T) {
+		vh := resource.MustNew(vhost("vh", "1", "foo.com").Message, resource.WithTTL(200*time.Millisecond))
+		e := start(t, vh)
+		s := vhdsStream(t, e)
+		s.Send(dsub(vhds, "rc/vh", "rc/foo.com"))
+		r := s.Recv()
+		wantDelta(t, r, vhds, []string{"rc/vh"}, nil)
+		s.Send(dack(r))
+		if names := rawxds.DeltaNames(s.Recv()); len(names) != 1 {
+			t.Fatalf("heartbeat names %v: the same resource more than once", names)
+		}
+	})
 	t.Run("L1_ttl_is_sent_updated_and_removed", func(t *testing.T) {
 		e := start(t, withTTL(rawxds.Endpoints("a", 1), time.Hour))
 		s := e.DeltaADS(t)
