@@ -155,6 +155,24 @@ func vhdsStream(t *testing.T, e *rawxds.Env) *rawxds.Delta {
 }
 
 func TestDelta(t *testing.T) {
+	// A wildcard with nothing to send still gets a first response, empty,
+	// by "*" or by the legacy empty list: Envoy ends the first fetch on it.
+	// Named resources that do not exist are answered as D5 says.
+	t.Run("wildcard_with_nothing_gets_an_empty_first_response", func(t *testing.T) {
+		e := start(t, rawxds.Endpoints("a", 1))
+		for _, sub := range [][]string{{"*"}, nil} {
+			s := e.DeltaADS(t)
+			s.Send(dsub(cds, sub...))
+			s.Send(dsub(lds, sub...))
+			wantDelta(t, recvAck(s), cds, nil, nil)
+			wantDelta(t, recvAck(s), lds, nil, nil)
+			s.ExpectNone()
+			publish(e, rawxds.Endpoints("a", 1), rawxds.Cluster("c"))
+			wantDelta(t, recvAck(s), cds, []string{"c"}, nil)
+			publish(e, rawxds.Endpoints("a", 1))
+			s.Close()
+		}
+	})
 	t.Run("D1_per_resource_versions", func(t *testing.T) {
 		e := start(t, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 2))
 		s := e.DeltaADS(t)

@@ -20,11 +20,16 @@ type slot struct {
 	w  work
 }
 
-// needsFirst reports whether a SotW full-state type owes the client its
-// first response even if it is empty (an empty Listener or Cluster response
-// tells the client that nothing exists: S9).
+// needsFirst reports whether a type owes the client its first response
+// even if it is empty: a SotW full-state type (an empty Listener or Cluster
+// response tells the client that nothing exists: S9), and a delta wildcard
+// (Envoy takes an empty response as the end of a wildcard's first fetch;
+// without one it waits out initial_fetch_timeout, for ever if that is 0).
 func (st *stream) needsFirst(ts *typeState) bool {
-	return !st.delta && ts.t.FullState && !ts.sent
+	if st.delta {
+		return ts.wildcard && !ts.sent
+	}
+	return ts.t.FullState && !ts.sent
 }
 
 // push sends what the snapshot and subscriptions call for, in ADS order
