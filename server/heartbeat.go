@@ -147,8 +147,15 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 // key holds (a virtual host held under its name and an alias): a response
 // names a resource once (S11).
 func oncePerResource(ts *typeState, keys []string) []string {
-	if len(keys) < 2 {
-		return keys
+	aliased := false
+	for _, k := range keys {
+		if r, _ := ts.heldAt(k); r != nil && r.Name != k {
+			aliased = true
+			break
+		}
+	}
+	if !aliased {
+		return keys // every key is its resource's name: none twice
 	}
 	seen := make(map[*resource.Resource]bool, len(keys))
 	out := keys[:0:0]
