@@ -48,6 +48,16 @@ type pooledReader struct {
 	buf  *[]byte // nil while there is nothing unread and no read is under way
 	r, w int     // unread bytes are (*buf)[r:w]
 
+	// big is set once a frame outgrew the small buffer: the reads that
+	// follow start in a big one, since a client that repeats a large node
+	// (an Envoy's, some 34 KB) sends every request large, and a read into
+	// a small buffer first costs a system call more and a copy. It is
+	// cleared after smallHolds buffers in a row held no more than a small
+	// one would have.
+	big    bool
+	small  uint8 // big buffers in a row that held no more than a small one
+	filled int   // bytes read into buf since it was taken
+
 	frames   frameHandler // set by the read loop once the connection's first frame is handled
 	boundary bool         // the read loop is at a frame boundary: frames may run
 	need     int          // while boundary: the bytes past r that frames needs before it runs again
@@ -142,7 +152,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			return true
 		}
 		if p.buf == nil {
-			p.buf, p.r, p.w = readBufs.Get().(*[]byte), 0, 0
+			p.takeBuf()
 		}
 		buf := *p.buf
 		if p.r == p.w {
@@ -176,6 +186,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			return true
 		}
 		p.w += n
+		p.filled += n
 		if !p.boundary {
 			return true
 		}
@@ -206,13 +217,37 @@ func (p *pooledReader) grow() []byte {
 	n := copy(*big, (*p.buf)[p.r:p.w])
 	readBufs.Put(p.buf)
 	p.buf, p.r, p.w = big, 0, n
+	p.big, p.small = true, 0
 	return *big
+}
+
+// smallHolds is how many big buffers in a row must hold no more than a
+// small one before the reader goes back to small ones: a client that
+// repeats a large node and also pings (grpc-go's BDP estimator pings
+// after each response) alternates small reads with large ones.
+const smallHolds = 4
+
+// takeBuf takes a buffer for the reads to come: a big one if the last
+// requests were large.
+func (p *pooledReader) takeBuf() {
+	pool := &readBufs
+	if p.big {
+		pool = &bigReadBufs
+	}
+	p.buf, p.r, p.w, p.filled = pool.Get().(*[]byte), 0, 0, 0
 }
 
 // release gives the buffer back, if nothing in it is unread.
 func (p *pooledReader) release() {
 	if p.buf != nil && p.r == p.w {
 		if len(*p.buf) == bigReadBufSize {
+			if p.filled <= readBufSize {
+				if p.small++; p.small >= smallHolds {
+					p.big, p.small = false, 0
+				}
+			} else {
+				p.small = 0
+			}
 			bigReadBufs.Put(p.buf)
 		} else {
 			readBufs.Put(p.buf)
