@@ -40,7 +40,10 @@ type RESTConfig struct {
 // answered with a DiscoveryResponse in the same encoding. A request whose
 // version_info is already current is held until something it covers
 // changes, or for PollTimeout, after which it is answered 304 Not Modified.
-// There is no ADS and no incremental variant over REST.
+// So is a NACK (error_detail set) while the version it rejects, named by
+// its response_nonce, is current: the seed's long polling sends nothing
+// until the resources change, and the rejected ones again would be NACKed
+// again. There is no ADS and no incremental variant over REST.
 func (s *Server) RESTHandler(cfg RESTConfig) http.Handler {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
@@ -79,8 +82,10 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		http.Error(w, fmt.Sprintf("type_url %q does not match path type %s", req.TypeUrl, t.URL), http.StatusBadRequest)
 		return
 	}
+	var rejected string // the version a NACK rejects, not sent again until something changes
 	if req.ErrorDetail != nil {
 		s.log.Warn("REST NACK", "type", t.Short, "node", req.GetNode().GetId(), "message", req.GetErrorDetail().GetMessage())
+		rejected = restNonceVersion(req.GetResponseNonce())
 	}
 	watcher := s.cache.Watch(keptNode(req.GetNode()))
 	defer watcher.Close()
@@ -90,7 +95,8 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		snap, _, _ := watcher.Take()
 		if snap != nil {
 			resp := s.current(snap, t, req.GetResourceNames())
-			if resp.VersionInfo != req.GetVersionInfo() {
+			if resp.VersionInfo != req.GetVersionInfo() && resp.VersionInfo != rejected {
+				resp.Nonce += restNonceSep + resp.VersionInfo
 				b, err := protojson.Marshal(resp)
 				if err != nil {
 					http.Error(w, err.Error(), http.StatusInternalServerError)
@@ -111,4 +117,19 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 			return
 		}
 	}
+}
+
+// restNonceSep joins a REST response's nonce, a number, to its version:
+// a poller NACKs with the version it holds, and names the response it
+// rejects only by its nonce (PROTOCOL T4).
+const restNonceSep = "-"
+
+// restNonceVersion returns the version a REST response nonce names, or ""
+// if it names none (a nonce from no REST response of this server).
+func restNonceVersion(nonce string) string {
+	n, version, ok := strings.Cut(nonce, restNonceSep)
+	if !ok || n == "" || strings.Trim(n, "0123456789") != "" {
+		return ""
+	}
+	return version
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	statuspb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsd/xdsd/cache"
@@ -103,6 +104,44 @@ func TestREST(t *testing.T) {
 		code, _ := restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, cur.VersionInfo))
 		if code != http.StatusNotModified {
 			t.Fatalf("status %d, want 304", code)
+		}
+	})
+
+	t.Run("T4_nack_is_held_until_change", func(t *testing.T) {
+		// The poller holds version v1 and rejects v2: it NACKs with v1 and
+		// v2's nonce. Answering at once would send v2 again, to be NACKed
+		// again, for as long as v2 is current.
+		_, body := restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, ""))
+		var v1, v2 discovery.DiscoveryResponse
+		if err := protojson.Unmarshal(body, &v1); err != nil {
+			t.Fatal(err)
+		}
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Cluster("c"), rawxds.Endpoints("a", 1)))
+		_, body = restPost(t, hs.URL+"/v3/discovery:clusters", restReq(t, v1.VersionInfo))
+		if err := protojson.Unmarshal(body, &v2); err != nil {
+			t.Fatal(err)
+		}
+		if v2.VersionInfo == v1.VersionInfo {
+			t.Fatalf("no new version: %s", body)
+		}
+		nack := func() []byte {
+			b, err := protojson.Marshal(&discovery.DiscoveryRequest{
+				Node: rawxds.Node("rest"), VersionInfo: v1.VersionInfo, ResponseNonce: v2.Nonce,
+				ErrorDetail: &statuspb.Status{Code: 3, Message: "rejected"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+		if code, body := restPost(t, hs.URL+"/v3/discovery:clusters", nack()); code != http.StatusNotModified {
+			t.Fatalf("NACK of the current version: status %d (%s), want 304 after the wait", code, body)
+		}
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Cluster("d"), rawxds.Endpoints("a", 1)))
+		code, body := restPost(t, hs.URL+"/v3/discovery:clusters", nack())
+		var v3 discovery.DiscoveryResponse
+		if code != http.StatusOK || protojson.Unmarshal(body, &v3) != nil || v3.VersionInfo == v2.VersionInfo {
+			t.Fatalf("NACK once the version changed: status %d (%s), want the new version", code, body)
 		}
 	})
 
