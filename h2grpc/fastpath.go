@@ -1,5 +1,7 @@
 package h2grpc
 
+import "google.golang.org/grpc/mem"
+
 // InlineReceiver is implemented by this server's streams. A handler reaches
 // it by asserting its grpc.ServerStream (unwrapped from
 // grpc.GenericServerStream, which hides it) to this interface.
@@ -20,6 +22,30 @@ type InlineReceiver interface {
 
 var _ InlineReceiver = (*stream)(nil)
 
+// ShrinkMin is the size from which a queued message is offered to the
+// handler's shrink function (see Shrinker).
+const ShrinkMin = 4 << 10
+
+// Shrinker is implemented by this server's streams, reached as
+// InlineReceiver is.
+type Shrinker interface {
+	// SetShrink lets the handler shrink the messages that wait for it:
+	// each complete message of ShrinkMin bytes or more that the stream
+	// queues for RecvMsg is passed to fn first, undecoded. If fn returns a
+	// shorter encoding, in memory of its own, that is queued instead and
+	// the bytes received are freed at once. What fn returns must decode,
+	// for the handler, as msg would. A handler busy while its client sends
+	// large requests (an Envoy's repeat its node, some 34 KB, most of it a
+	// list the server skips) so holds them at the size it will use.
+	//
+	// fn runs as SetInline's does, under the same rules; msg is only valid
+	// during the call. Call SetShrink from the handler, before its first
+	// RecvMsg; nil turns it off.
+	SetShrink(fn func(msg []byte) []byte)
+}
+
+var _ Shrinker = (*stream)(nil)
+
 // PartsSender is implemented by this server's streams, reached as
 // InlineReceiver is.
 type PartsSender interface {
@@ -38,6 +64,29 @@ func (st *stream) SetInline(fn func(msg []byte) bool) {
 	st.rmu.Lock()
 	st.inline = fn
 	st.rmu.Unlock()
+}
+
+// SetShrink implements Shrinker.
+func (st *stream) SetShrink(fn func(msg []byte) []byte) {
+	st.rmu.Lock()
+	st.shrink = fn
+	st.rmu.Unlock()
+}
+
+// queueShrunkLocked queues msg as the shrink function shrinks it, and
+// reports whether it did; if not, msg is for the caller to queue. Call it
+// with rmu held.
+func (st *stream) queueShrunkLocked(msg []byte) bool {
+	if st.shrink == nil || len(msg) < ShrinkMin || st.closed || st.rerr != nil {
+		return false
+	}
+	out := st.shrink(msg)
+	if len(out) >= len(msg) {
+		return false
+	}
+	st.queue = append(st.queue, mem.SliceBuffer(out))
+	st.queued += len(out)
+	return true
 }
 
 // inlineLocked passes msg to the inline receiver if the handler waits with

@@ -3,6 +3,7 @@ package h2grpc_test
 import (
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 
@@ -56,6 +57,12 @@ func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_Streaming
 		s.record(n, true)
 		return true
 	})
+	return receiveAll(stream, func(size int) { s.record(size, false) })
+}
+
+// receiveAll receives the client's requests until it ends its side,
+// passing each payload's size to got, and ends the call.
+func receiveAll(stream testgrpc.TestService_StreamingInputCallServer, got func(size int)) error {
 	for {
 		req, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -64,7 +71,7 @@ func (s *inlineService) StreamingInputCall(stream testgrpc.TestService_Streaming
 		if err != nil {
 			return err
 		}
-		s.record(len(req.GetPayload().GetBody()), false)
+		got(len(req.GetPayload().GetBody()))
 	}
 }
 
@@ -144,4 +151,143 @@ func (s *inlineService) seenSoFar() []int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]int(nil), s.log...)
+}
+
+// shrinkService's StreamingInputCall shrinks the queued requests whose
+// payload starts with shrinkMe to their first shrunkSize bytes, and takes
+// nothing from Recv until gate is closed.
+type shrinkService struct {
+	testgrpc.UnimplementedTestServiceServer
+	ready chan struct{} // closed once the handler has set its shrink function
+	gate  chan struct{}
+
+	mu       sync.Mutex
+	offered  []int // sizes of the messages offered to shrink
+	received []int // payload sizes, as received
+}
+
+const (
+	shrinkMe   = 1
+	shrunkSize = 10
+)
+
+func (s *shrinkService) StreamingInputCall(stream testgrpc.TestService_StreamingInputCallServer) error {
+	g := stream.(*grpc.GenericServerStream[testgrpc.StreamingInputCallRequest, testgrpc.StreamingInputCallResponse])
+	sh, ok := g.ServerStream.(h2grpc.Shrinker)
+	if !ok {
+		return errors.New("not an h2grpc.Shrinker")
+	}
+	sh.SetShrink(func(msg []byte) []byte {
+		s.mu.Lock()
+		s.offered = append(s.offered, len(msg))
+		s.mu.Unlock()
+		var req testgrpc.StreamingInputCallRequest
+		if proto.Unmarshal(msg, &req) != nil || req.GetPayload().GetBody()[0] != shrinkMe {
+			return msg
+		}
+		req.Payload.Body = req.Payload.Body[:shrunkSize]
+		out, err := proto.Marshal(&req)
+		if err != nil {
+			return msg
+		}
+		return out
+	})
+	close(s.ready)
+	select {
+	case <-s.gate:
+	case <-stream.Context().Done(): // the test failed, and stops the server
+		return stream.Context().Err()
+	}
+	return receiveAll(stream, func(size int) {
+		s.mu.Lock()
+		s.received = append(s.received, size)
+		s.mu.Unlock()
+	})
+}
+
+// TestShrinkQueued checks that the messages queued for a busy handler are
+// shrunk as they arrive, whether whole in a frame or spread over several:
+// the client, with a 64 KiB window, sends twelve times that while
+// the handler takes nothing, which it can only if the queue holds the
+// shrunk messages and credits back the rest. Messages under ShrinkMin are
+// not offered, those the function leaves are queued as sent, and the
+// handler receives them all in order.
+func TestShrinkQueued(t *testing.T) {
+	svc := &shrinkService{ready: make(chan struct{}), gate: make(chan struct{})}
+	const window = 64 << 10
+	_, addr := serve(t, h2grpc.Options{InitialWindowSize: window}, svc)
+	callCtx := ctx(t)
+	stream, err := dial(t, addr).StreamingInputCall(callCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select { // messages that come before the handler sets its function are queued as they are
+	case <-svc.ready:
+	case <-callCtx.Done():
+		t.Fatal("the handler did not start")
+	}
+	type msg struct {
+		size   int
+		shrink bool
+	}
+	var msgs []msg
+	for i := range 40 {
+		switch {
+		case i%10 == 3:
+			msgs = append(msgs, msg{h2grpc.ShrinkMin / 2, true}) // too small to be offered
+		case i%10 == 6:
+			msgs = append(msgs, msg{8_000, false}) // offered, and left
+		case i%2 == 0:
+			msgs = append(msgs, msg{8_000, true}) // whole in a frame
+		default:
+			msgs = append(msgs, msg{40_000, true}) // over three frames
+		}
+	}
+	var want, wantOffered []int
+	sent := make(chan error, 1)
+	go func() {
+		for _, m := range msgs {
+			body := make([]byte, m.size)
+			if m.shrink {
+				body[0] = shrinkMe
+			}
+			req := &testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: body}}
+			if err := stream.Send(req); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- nil
+	}()
+	for _, m := range msgs {
+		size := proto.Size(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, m.size)}})
+		if size >= h2grpc.ShrinkMin {
+			wantOffered = append(wantOffered, size)
+		}
+		if m.shrink && size >= h2grpc.ShrinkMin {
+			want = append(want, shrunkSize)
+		} else {
+			want = append(want, m.size)
+		}
+	}
+	select {
+	case err := <-sent:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-callCtx.Done():
+		t.Fatal("the client could not send while the handler was busy: the queue holds what it received, not what shrink made of it")
+	}
+	close(svc.gate)
+	if _, err := stream.CloseAndRecv(); err != nil {
+		t.Fatal(err)
+	}
+	svc.mu.Lock()
+	defer svc.mu.Unlock()
+	if !slices.Equal(svc.offered, wantOffered) {
+		t.Errorf("offered to shrink: %v, want %v", svc.offered, wantOffered)
+	}
+	if !slices.Equal(svc.received, want) {
+		t.Errorf("received payload sizes %v, want %v", svc.received, want)
+	}
 }

@@ -51,6 +51,7 @@ type stream struct {
 	// queued: a message may then go to inline (see InlineReceiver).
 	recvWaiting bool
 	inline      func([]byte) bool
+	shrink      func([]byte) []byte // see Shrinker
 
 	sendWin     int64
 	headersSent bool
@@ -196,13 +197,14 @@ func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 // inline or queues it (see InlineReceiver). Call it with rmu held.
 func (st *stream) assemble(data []byte) {
 	pool := &msgBufs
-	tried := false // the message being read was offered inline whole, and refused
+	tried := false // the message being read was offered inline and to shrink whole, and refused
 	for len(data) > 0 {
-		if st.msg == nil && st.prefixN == 0 && st.inline != nil && len(data) >= len(st.prefix) && data[0] == 0 {
-			// A message whole in this frame goes inline without a copy.
+		if st.msg == nil && st.prefixN == 0 && (st.inline != nil || st.shrink != nil) && len(data) >= len(st.prefix) && data[0] == 0 {
+			// A message whole in this frame goes inline, or is shrunk,
+			// without a copy.
 			size := int(binary.BigEndian.Uint32(data[1:]))
 			if end := len(st.prefix) + size; end <= len(data) && size <= st.c.srv.opts.MaxRecvMsgSize {
-				if st.inlineLocked(data[len(st.prefix):end]) {
+				if msg := data[len(st.prefix):end]; st.inlineLocked(msg) || st.queueShrunkLocked(msg) {
 					data = data[end:]
 					continue
 				}
@@ -245,6 +247,8 @@ func (st *stream) assemble(data []byte) {
 		if st.msgN == len(*st.msg) {
 			if !tried && st.inlineLocked(*st.msg) {
 				st.dropLocked() // frees st.msg; the queue is empty
+			} else if !tried && st.queueShrunkLocked(*st.msg) {
+				st.freeMsgLocked()
 			} else {
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
 				st.queued += st.msgN
@@ -575,6 +579,12 @@ func (st *stream) dropLocked() {
 		b.Free()
 	}
 	st.queue, st.queued = nil, 0
+	st.freeMsgLocked()
+}
+
+// freeMsgLocked frees the message being read, if any. Call it with rmu
+// held.
+func (st *stream) freeMsgLocked() {
 	if st.msg != nil {
 		if !mem.IsBelowBufferPoolingThreshold(len(*st.msg)) {
 			msgBufs.Put(st.msg)

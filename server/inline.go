@@ -28,6 +28,12 @@ type inlineReceiver interface {
 	SetInline(fn func(msg []byte) bool)
 }
 
+// shrinker is a gRPC stream that lets its handler shrink the requests
+// that wait for it (h2grpc's streams are).
+type shrinker interface {
+	SetShrink(fn func(msg []byte) []byte)
+}
+
 // partsSender is a gRPC stream that sends a message from its encoded parts
 // (h2grpc's streams are).
 type partsSender interface {
@@ -46,12 +52,16 @@ func transportStream(gs any) any {
 	return gs
 }
 
-// useFastPaths sets st up to take ACKs inline and send from parts, as far
-// as gs's transport allows.
-func (st *stream) useFastPaths(gs any, ack func([]byte) bool) {
+// useFastPaths sets st up to take ACKs inline, to hold the requests that
+// wait without their node's extensions, and to send from parts, as far as
+// gs's transport allows. nodeField is the node's field in the requests.
+func (st *stream) useFastPaths(gs any, ack func([]byte) bool, nodeField protowire.Number) {
 	ts := transportStream(gs)
 	if r, ok := ts.(inlineReceiver); ok {
 		r.SetInline(ack)
+	}
+	if s, ok := ts.(shrinker); ok {
+		s.SetShrink(func(req []byte) []byte { return shrinkRequest(req, nodeField) })
 	}
 	if s, ok := ts.(partsSender); ok {
 		st.sendParts = s.SendParts

@@ -9,6 +9,7 @@ import (
 	"unique"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -159,4 +160,65 @@ func BenchmarkRepeatedNode(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestShrinkRequest checks what a request waiting for its stream's handler
+// is shrunk to: the same request without its node's extensions, SotW and
+// incremental, or the request itself (the same bytes) when its node has
+// none, when it has no node, when the node is not where encoders write it,
+// and when it does not parse.
+func TestShrinkRequest(t *testing.T) {
+	var node corev3.Node
+	if err := proto.Unmarshal(repeatNode("n1", 300), &node); err != nil {
+		t.Fatal(err)
+	}
+	noExt := proto.Clone(&node).(*corev3.Node)
+	noExt.Extensions = nil
+	marshal := func(m proto.Message) []byte {
+		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sotw := &discovery.DiscoveryRequest{VersionInfo: "v1", Node: &node, ResourceNames: []string{"a", "b"}, TypeUrl: "t", ResponseNonce: "3"}
+	delta := &discovery.DeltaDiscoveryRequest{Node: &node, TypeUrl: "t", ResourceNamesSubscribe: []string{"a"}, ResponseNonce: "3"}
+	for _, tc := range []struct {
+		name  string
+		req   proto.Message
+		field protowire.Number
+	}{{"sotw", sotw, sotwReqNodeField}, {"delta", delta, deltaReqNodeField}} {
+		raw := marshal(tc.req)
+		got := shrinkRequest(raw, tc.field)
+		if len(got) >= len(raw)/4 {
+			t.Errorf("%s: shrunk from %d to %d bytes, want the extensions gone", tc.name, len(raw), len(got))
+		}
+		back := tc.req.ProtoReflect().New().Interface()
+		if err := proto.Unmarshal(got, back); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		want := proto.Clone(tc.req)
+		switch w := want.(type) {
+		case *discovery.DiscoveryRequest:
+			w.Node = noExt
+		case *discovery.DeltaDiscoveryRequest:
+			w.Node = noExt
+		}
+		if !proto.Equal(back, want) {
+			t.Errorf("%s: shrunk to %v, want %v", tc.name, back, want)
+		}
+	}
+
+	same := func(what string, raw []byte, field protowire.Number) {
+		t.Helper()
+		if got := shrinkRequest(raw, field); len(got) != len(raw) || &got[0] != &raw[0] {
+			t.Errorf("%s: shrunk, want the request itself", what)
+		}
+	}
+	same("node without extensions", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", Node: noExt, ResourceNames: []string{"a"}}), sotwReqNodeField)
+	same("no node", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", ResourceNames: []string{"a"}, TypeUrl: "t"}), sotwReqNodeField)
+	late := append(marshal(&discovery.DiscoveryRequest{ResourceNames: []string{"a"}}), marshal(&discovery.DiscoveryRequest{Node: &node})...)
+	same("node after the names", late, sotwReqNodeField)
+	cut := marshal(sotw)
+	same("cut short", cut[:len(cut)/2], sotwReqNodeField)
 }
