@@ -32,16 +32,18 @@ type Shrinker interface {
 	// SetShrink lets the handler shrink the messages that wait for it:
 	// each complete message of ShrinkMin bytes or more that the stream
 	// queues for RecvMsg is passed to fn first, undecoded. If fn returns a
-	// shorter encoding, in memory of its own, that is queued instead and
-	// the bytes received are freed at once. What fn returns must decode,
-	// for the handler, as msg would. A handler busy while its client sends
+	// shorter encoding, that is queued instead, and the bytes received are
+	// freed at once; the stream frees the buffer fn returns (a longer one
+	// at once, else once the message is received, or the stream ends), and
+	// nil means msg is queued as it is. What fn returns must decode, for
+	// the handler, as msg would. A handler busy while its client sends
 	// large requests (an Envoy's repeat its node, some 34 KB, most of it a
 	// list the server skips) so holds them at the size it will use.
 	//
 	// fn runs as SetInline's does, under the same rules; msg is only valid
 	// during the call. Call SetShrink from the handler, before its first
 	// RecvMsg; nil turns it off.
-	SetShrink(fn func(msg []byte) []byte)
+	SetShrink(fn func(msg []byte) mem.Buffer)
 }
 
 var _ Shrinker = (*stream)(nil)
@@ -67,7 +69,7 @@ func (st *stream) SetInline(fn func(msg []byte) bool) {
 }
 
 // SetShrink implements Shrinker.
-func (st *stream) SetShrink(fn func(msg []byte) []byte) {
+func (st *stream) SetShrink(fn func(msg []byte) mem.Buffer) {
 	st.rmu.Lock()
 	st.shrink = fn
 	st.rmu.Unlock()
@@ -81,11 +83,15 @@ func (st *stream) queueShrunkLocked(msg []byte) bool {
 		return false
 	}
 	out := st.shrink(msg)
-	if len(out) >= len(msg) {
+	if out == nil {
 		return false
 	}
-	st.queue = append(st.queue, mem.SliceBuffer(out))
-	st.queued += len(out)
+	if out.Len() >= len(msg) {
+		out.Free()
+		return false
+	}
+	st.queue = append(st.queue, out)
+	st.queued += out.Len()
 	return true
 }
 

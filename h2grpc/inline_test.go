@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/h2grpc"
@@ -177,20 +178,20 @@ func (s *shrinkService) StreamingInputCall(stream testgrpc.TestService_Streaming
 	if !ok {
 		return errors.New("not an h2grpc.Shrinker")
 	}
-	sh.SetShrink(func(msg []byte) []byte {
+	sh.SetShrink(func(msg []byte) mem.Buffer {
 		s.mu.Lock()
 		s.offered = append(s.offered, len(msg))
 		s.mu.Unlock()
 		var req testgrpc.StreamingInputCallRequest
 		if proto.Unmarshal(msg, &req) != nil || req.GetPayload().GetBody()[0] != shrinkMe {
-			return msg
+			return nil
 		}
 		req.Payload.Body = req.Payload.Body[:shrunkSize]
 		out, err := proto.Marshal(&req)
 		if err != nil {
-			return msg
+			return nil
 		}
-		return out
+		return mem.SliceBuffer(out)
 	})
 	close(s.ready)
 	select {

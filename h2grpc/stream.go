@@ -51,7 +51,7 @@ type stream struct {
 	// queued: a message may then go to inline (see InlineReceiver).
 	recvWaiting bool
 	inline      func([]byte) bool
-	shrink      func([]byte) []byte // see Shrinker
+	shrink      func([]byte) mem.Buffer // see Shrinker
 
 	sendWin     int64
 	headersSent bool

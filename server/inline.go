@@ -7,6 +7,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -31,7 +32,7 @@ type inlineReceiver interface {
 // shrinker is a gRPC stream that lets its handler shrink the requests
 // that wait for it (h2grpc's streams are).
 type shrinker interface {
-	SetShrink(fn func(msg []byte) []byte)
+	SetShrink(fn func(msg []byte) mem.Buffer)
 }
 
 // partsSender is a gRPC stream that sends a message from its encoded parts
@@ -61,7 +62,7 @@ func (st *stream) useFastPaths(gs any, ack func([]byte) bool, nodeField protowir
 		r.SetInline(ack)
 	}
 	if s, ok := ts.(shrinker); ok {
-		s.SetShrink(func(req []byte) []byte { return shrinkRequest(req, nodeField) })
+		s.SetShrink(func(req []byte) mem.Buffer { return shrinkRequest(req, nodeField) })
 	}
 	if s, ok := ts.(partsSender); ok {
 		st.sendParts = s.SendParts
