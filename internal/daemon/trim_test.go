@@ -203,9 +203,10 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 		t.Fatal("want a trim after trimLooks quiet looks at a heap a collection found swollen")
 	}
 	peak.trimmed(clock, heapLook{objects: 12 << 20, live: 12 << 20, cycles: 7, allocs: 230 << 20}, 50*time.Millisecond)
-	// Swollen again by the next burst (the trim emptied the pools the next
-	// collection finds full): not before trimGap.
-	again := heapLook{objects: 65 << 20, live: 64 << 20, cycles: 8, allocs: 330 << 20}
+	// Swollen again by the next burst of pushes, allocating less than the
+	// live heap (the trim emptied the pools the next collection finds
+	// full): not before trimGap.
+	again := heapLook{objects: 65 << 20, live: 64 << 20, cycles: 8, allocs: 240 << 20}
 	if look(&peak, again, trimLooks+2) {
 		t.Fatal("trimmed a swollen heap again right after a trim")
 	}
@@ -217,7 +218,7 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	took := 200 * time.Millisecond
 	at := clock
 	peak.trimmed(at, heapLook{objects: 12 << 20, live: 12 << 20, cycles: 9, allocs: 330 << 20}, took)
-	again = heapLook{objects: 65 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}
+	again = heapLook{objects: 65 << 20, live: 64 << 20, cycles: 10, allocs: 340 << 20}
 	if look(&peak, again, trimLooks+1) {
 		t.Fatalf("trimmed a swollen heap right after a trim that cost %v", took)
 	}
@@ -227,6 +228,20 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	}
 	if !due(&peak, again) {
 		t.Fatalf("no trim of a swollen heap %v after a trim that cost %v", clock.Sub(at), took)
+	}
+	// A burst that went on after a trim in one of its lulls, allocating a
+	// heap's worth, swollen at its end: trimmed once quiet, however dear
+	// the last trim.
+	var lull trimmer
+	lull.trimmed(clock, heapLook{objects: 40 << 20, live: 40 << 20, cycles: 10, allocs: 340 << 20}, time.Second)
+	end := heapLook{objects: 200 << 20, live: 198 << 20, cycles: 12, allocs: 340<<20 + 40<<20 - 1}
+	due(&lull, heapLook{objects: 100 << 20, live: 90 << 20, cycles: 11, allocs: 350 << 20}) // work
+	if look(&lull, end, trimLooks+2) {
+		t.Fatal("trimmed a swollen heap right after a dear trim, with less than a heap's worth allocated since")
+	}
+	end.allocs++
+	if !look(&lull, end, 1) {
+		t.Fatal("no trim of a heap swollen at a burst's end, a heap's worth allocated since the last trim")
 	}
 	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}, 0)
 	clock = clock.Add(time.Minute)
