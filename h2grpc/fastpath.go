@@ -91,7 +91,7 @@ func (st *stream) queueShrunkLocked(msg []byte) bool {
 		return false
 	}
 	st.queue = append(st.queue, out)
-	st.queued += out.Len()
+	st.queued += queueCost(out.Len())
 	return true
 }
 

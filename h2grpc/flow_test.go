@@ -125,3 +125,18 @@ func TestHandleWholeNeeds(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyMessagesFillTheQueue: a client sending empty messages to a
+// handler that takes none is credited back only as far as each costs
+// queueEntryCost, and so runs out of window (a flow-control error here, as
+// it sends on regardless) rather than queueing without bound.
+func TestEmptyMessagesFillTheQueue(t *testing.T) {
+	const w = 16 << 10
+	sizes := make([]int, 4*w/5) // four windows' worth of 5-byte prefixes
+	for i := range sizes {
+		sizes[i] = 5
+	}
+	if !burstFails(t, w, sizes, false) {
+		t.Fatal("empty messages queued without bound: credited back as if they cost nothing")
+	}
+}

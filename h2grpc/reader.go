@@ -241,11 +241,13 @@ func (p *pooledReader) takeBuf() {
 func (p *pooledReader) release() {
 	if p.buf != nil && p.r == p.w {
 		if len(*p.buf) == bigReadBufSize {
-			if p.filled <= readBufSize {
+			switch {
+			case p.filled == 0: // a hold that read nothing tells nothing
+			case p.filled <= readBufSize:
 				if p.small++; p.small >= smallHolds {
 					p.big, p.small = false, 0
 				}
-			} else {
+			default:
 				p.small = 0
 			}
 			bigReadBufs.Put(p.buf)

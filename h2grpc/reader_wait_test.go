@@ -3,7 +3,6 @@
 package h2grpc
 
 import (
-	"net"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,25 +15,7 @@ import (
 // that sends the rest of a frame a byte at a time must not have the frames
 // before it scanned again on every read.
 func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer server.Close()
-	rc, err := server.(*net.TCPConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, rc := socketPair(t)
 
 	const want = 100
 	var mu sync.Mutex

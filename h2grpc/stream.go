@@ -40,7 +40,7 @@ type stream struct {
 	msg        *[]byte // the message being read, or nil
 	msgN       int
 	queue      []mem.Buffer // received messages the handler has not taken
-	queued     int          // their bytes
+	queued     int          // their cost: see queueCost
 	recvWin    int32        // what the client may still send on the stream
 	unacked    int32        // bytes received and not yet credited back
 	halfClosed bool         // the client ended its side
@@ -237,6 +237,7 @@ func (st *stream) assemble(data []byte) {
 			st.msgN = 0
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
+				st.queued += queueCost(0)
 				st.msg, tried = nil, false
 				continue
 			}
@@ -251,12 +252,23 @@ func (st *stream) assemble(data []byte) {
 				st.freeMsgLocked()
 			} else {
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
-				st.queued += st.msgN
+				st.queued += queueCost(st.msgN)
 			}
 			st.msg, tried = nil, false
 		}
 	}
 }
+
+// queueEntryCost is what a queued message costs at least, whatever its
+// size: its place in the queue and its buffer's header.
+const queueEntryCost = 64
+
+// queueCost is what a queued message of n bytes counts against the
+// stream's window (see creditLocked): its bytes, and at least
+// queueEntryCost, so that a client sending empty messages (or messages
+// that shrink to nothing, see Shrinker) to a busy handler cannot queue
+// without bound.
+func queueCost(n int) int { return max(n, queueEntryCost) }
 
 // joinable returns how many bytes of data the stream takes in one onData
 // as it would frame by frame: no more than its window, nor more than keeps
@@ -320,7 +332,7 @@ func (st *stream) RecvMsg(m any) error {
 		if len(st.queue) > 0 {
 			b := st.queue[0]
 			st.queue = slices.Delete(st.queue, 0, 1)
-			st.queued -= b.Len()
+			st.queued -= queueCost(b.Len())
 			credit := st.creditLocked()
 			st.rmu.Unlock()
 			if credit > 0 {

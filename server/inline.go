@@ -55,8 +55,12 @@ func transportStream(gs any) any {
 
 // useFastPaths sets st up to take ACKs inline, to hold the requests that
 // wait without their node's extensions, and to send from parts, as far as
-// gs's transport allows. nodeField is the node's field in the requests.
-func (st *stream) useFastPaths(gs any, ack func([]byte) bool, nodeField protowire.Number) {
+// gs's transport allows.
+func (st *stream) useFastPaths(gs any) {
+	ack, nodeField := st.ackSotwInline, protowire.Number(sotwReqNodeField)
+	if st.delta {
+		ack, nodeField = st.ackDeltaInline, deltaReqNodeField
+	}
 	ts := transportStream(gs)
 	if r, ok := ts.(inlineReceiver); ok {
 		r.SetInline(ack)

@@ -116,7 +116,7 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st := s.newStream(false, only)
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
-	st.useFastPaths(gs, st.ackSotwInline, sotwReqNodeField)
+	st.useFastPaths(gs)
 	recv := func() (*sotwRequest, error) {
 		r := new(sotwRequest)
 		return r, gs.RecvMsg(r)
@@ -128,7 +128,7 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
-	st.useFastPaths(gs, st.ackDeltaInline, deltaReqNodeField)
+	st.useFastPaths(gs)
 	recv := func() (*discovery.DeltaDiscoveryRequest, error) {
 		r := &deltaRequest{snap: st.names.Load(), only: st.only}
 		return &r.msg, gs.RecvMsg(r)
