@@ -104,7 +104,7 @@ func (st *stream) sendHeartbeats() error {
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()
-	ts.nonce, ts.waiting = nonce, true
+	st.await(ts, nonce)
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if st.delta {

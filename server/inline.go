@@ -211,7 +211,6 @@ func (st *stream) ackInline(node []byte, acks func(*typeState) bool) bool {
 		if ts.nonce == "" || !acks(ts) {
 			continue
 		}
-		ts.waiting = false
 		st.recordReply(ts, ts.lastVersion, "", false)
 		if st.held {
 			st.waker.wake()

@@ -151,7 +151,8 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	}
 	ts.settle(w, withRemovals, st.snap)
 	nonce := st.srv.nextNonce()
-	ts.nonce, ts.waiting, ts.sent, ts.lastVersion = nonce, true, true, ts.version()
+	ts.sent, ts.lastVersion = true, ts.version()
+	st.await(ts, nonce)
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if !st.publishedAt.IsZero() {

@@ -58,6 +58,9 @@ type Server struct {
 	workers workers       // run the streams' wake-ups
 	status  statusRegistry
 	metrics counters
+	// awaiting counts the responses sent whose clients have not yet ACKed
+	// or NACKed them, across streams (see AwaitingReplies).
+	awaiting atomic.Int64
 }
 
 // New returns a Server that serves the snapshots of c.
@@ -77,6 +80,13 @@ func (s *Server) Cache() *cache.Cache { return s.cache }
 
 // Status returns the status of every open stream, ordered by stream ID.
 func (s *Server) Status() []StreamStatus { return s.status.snapshot() }
+
+// AwaitingReplies returns how many of the responses sent, one at most per
+// stream and type, their clients have not yet ACKed or NACKed: thousands
+// while a fleet syncs, and none once it has, but for clients that are slow
+// or stuck. A process embedding the server can tell a lull in a burst of
+// work from its end by it.
+func (s *Server) AwaitingReplies() int64 { return s.awaiting.Load() }
 
 // Responses returns the number of responses sent since New.
 func (s *Server) Responses() uint64 { return s.metrics.responses.Load() }

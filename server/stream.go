@@ -175,6 +175,9 @@ func (st *stream) close() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.closed = true
+	for _, ts := range st.types.list {
+		st.stopWaiting(ts)
+	}
 	st.warm.clear()
 	st.hb.stop()
 	if st.watcher != nil {
@@ -269,7 +272,6 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 		return nil
 	}
 	if nonce != "" && nonce == ts.nonce {
-		ts.waiting = false
 		st.recordReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	}
 	first := !ts.active
@@ -297,7 +299,6 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	}
 	ts := st.state(t)
 	if nonce := req.GetResponseNonce(); nonce != "" && nonce == ts.nonce {
-		ts.waiting = false
 		st.recordReply(ts, ts.lastVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	}
 	// A stale nonce still carries subscription changes (D2).
@@ -321,8 +322,27 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	return nil
 }
 
+// await records that ts's latest response, nonce, awaits its reply.
+func (st *stream) await(ts *typeState, nonce string) {
+	ts.nonce = nonce
+	if !ts.waiting {
+		ts.waiting = true
+		st.srv.awaiting.Add(1)
+	}
+}
+
+// stopWaiting records that ts's latest response awaits no reply any more:
+// it was answered, or the stream ended.
+func (st *stream) stopWaiting(ts *typeState) {
+	if ts.waiting {
+		ts.waiting = false
+		st.srv.awaiting.Add(-1)
+	}
+}
+
 // recordReply records an ACK or NACK of the type's latest response.
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
+	st.stopWaiting(ts)
 	if nack {
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)

@@ -18,19 +18,22 @@ import (
 // gives it back once the burst is over, as Envoy's shrink_heap overload
 // action does for its own heap.
 const (
-	trimEvery    = 50 * time.Millisecond // how often the heap is looked at
-	trimLooks    = 2                     // quiet looks in a row before a trim: 100 ms
-	trimMinFree  = 8 << 20               // reclaimable (see heapLook): at least this
-	trimMinRatio = 0.25                  // and at least this share of the heap's objects
-	trimQuiet    = 512 << 10             // allocated since the last look: at most this
-	trimIdleCPU  = 5 * time.Millisecond  // CPU used since the last look: at most this (a tenth)
-	trimGap      = time.Second           // since a trim followed by work: trim without new allocation,
-	trimShare    = 20                    // once at least this many times the trim's cost
+	trimEvery         = 50 * time.Millisecond // how often the heap is looked at
+	trimLooks         = 2                     // quiet looks in a row before a trim: 100 ms
+	trimLooksAwaiting = 20                    // the same while clients have responses to answer: 1 s
+	trimMinFree       = 8 << 20               // reclaimable (see heapLook): at least this
+	trimMinRatio      = 0.25                  // and at least this share of the heap's objects
+	trimQuiet         = 512 << 10             // allocated since the last look: at most this
+	trimIdleCPU       = 5 * time.Millisecond  // CPU used since the last look: at most this (a tenth)
+	trimGap           = time.Second           // since a trim followed by work: trim without new allocation,
+	trimShare         = 20                    // once at least this many times the trim's cost
 )
 
 // trimHeap returns freed heap to the operating system whenever a trimmer
-// says so, looking every trimEvery, and returns when ctx ends.
-func trimHeap(ctx context.Context, log *slog.Logger) {
+// says so, looking every trimEvery, and returns when ctx ends. awaiting,
+// if not nil, returns how many responses their clients have yet to answer
+// (server.Server.AwaitingReplies).
+func trimHeap(ctx context.Context, log *slog.Logger, awaiting func() int64) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
@@ -40,9 +43,13 @@ func trimHeap(ctx context.Context, log *slog.Logger) {
 	}
 	look := func() heapLook {
 		metrics.Read(samples)
-		return heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
+		h := heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
 			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64(), live: samples[4].Value.Uint64(),
 			cpu: processCPU()}
+		if awaiting != nil {
+			h.awaiting = awaiting()
+		}
+		return h
 	}
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
@@ -78,6 +85,7 @@ type heapLook struct {
 	live           uint64        // bytes the last collection found live
 	cycles, allocs uint64        // collections run; bytes allocated: both cumulative
 	cpu            time.Duration // the process's CPU time (0 where unknown)
+	awaiting       int64         // responses their clients have yet to answer
 }
 
 // reclaimable is what a collection would leave free and resident: the free
@@ -151,7 +159,18 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	// RSS with the clients idle was 184 MiB, against 134-145 in others.)
 	swollen := h.live >= 2*tr.floor+trimMinFree && (rested || heapsWorth)
 	worth := swollen || r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects)
-	return tr.quiet >= trimLooks && worth && paid
+	// While clients have responses to answer, a quiet spell may be a lull
+	// in a burst (the server waiting for clients busy with what it sent,
+	// thousands of them syncing): a trim then finds the burst's memory
+	// live, and holds off the one its end calls for (see paid). A second
+	// of quiet is asked for then; the end of a sync, every response
+	// answered, is trimmed after trimLooks. A client that never answers
+	// delays trims by a second, no more.
+	looks := trimLooks
+	if h.awaiting > 0 {
+		looks = trimLooksAwaiting
+	}
+	return tr.quiet >= looks && worth && paid
 }
 
 // trimmed records a trim that started at now and cost took, h being the

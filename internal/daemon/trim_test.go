@@ -73,7 +73,7 @@ func trimUntil(t *testing.T, done func() bool, what func() string) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		trimHeap(ctx, slog.New(slog.DiscardHandler))
+		trimHeap(ctx, slog.New(slog.DiscardHandler), nil)
 	}()
 	defer func() {
 		cancel()
@@ -247,6 +247,17 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	clock = clock.Add(time.Minute)
 	if look(&peak, heapLook{objects: 65 << 20, live: 64 << 20, cycles: 11, allocs: 530 << 20}, trimLooks+2) {
 		t.Fatal("trimmed again a heap the last trim found live")
+	}
+	// Clients with responses to answer: a quiet spell may be a lull in
+	// their sync; trimmed after trimLooksAwaiting quiet looks, not
+	// trimLooks.
+	var syncing trimmer
+	mid := heapLook{free: 32 << 20, objects: 64 << 20, live: 64 << 20, cycles: 5, allocs: 100 << 20, awaiting: 3}
+	if look(&syncing, mid, trimLooksAwaiting) {
+		t.Fatal("trimmed in a lull of a sync, clients still to answer")
+	}
+	if !due(&syncing, mid) {
+		t.Fatal("no trim after trimLooksAwaiting quiet looks, clients still to answer")
 	}
 	// Garbage of 10 MiB, two fifths of the heap's objects: worth a trim.
 	var small trimmer
