@@ -111,6 +111,9 @@ func (st *stream) turn(handle func() error) error {
 	if st.failed != nil {
 		return st.failed
 	}
+	if st.closed { // nothing is sent, or awaited, after close
+		return nil
+	}
 	err := st.step(handle)
 	if err != nil {
 		st.failed = err
