@@ -260,3 +260,16 @@ func TestFirstSubscriptionSharesNamesPerType(t *testing.T) {
 		st.close()
 	}
 }
+
+// TestNoTurnAfterClose: a turn that comes after its stream closed (a
+// wake-up racing the end) runs nothing, so that nothing is sent, or
+// counted as awaiting a reply, for a stream that is gone.
+func TestNoTurnAfterClose(t *testing.T) {
+	st := New(cache.New(nil), Config{}).newStream(true, edsType)
+	st.waker.fn = func() {}
+	st.close()
+	ran := false
+	if err := st.turn(func() error { ran = true; return nil }); err != nil || ran {
+		t.Fatalf("a turn after close ran its handler (%v) or failed: %v", ran, err)
+	}
+}
