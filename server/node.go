@@ -109,13 +109,7 @@ func shrinkRequest(req []byte, nodeField protowire.Number) mem.Buffer {
 		out := append((*buf)[:0], head...)
 		out = protowire.AppendTag(out, nodeField, protowire.BytesType)
 		out = protowire.AppendVarint(out, uint64(kept))
-		for f := node; len(f) > 0; {
-			num, _, n := protowire.ConsumeField(f)
-			if num != nodeExtensions.Number() {
-				out = append(out, f[:n]...)
-			}
-			f = f[n:]
-		}
+		out = appendNodeWithoutExtensions(out, node)
 		*buf = append(out, tail...)
 		return mem.NewBuffer(buf, pool)
 	}
@@ -143,23 +137,22 @@ func extensionsSize(node []byte) (int, bool) {
 // fields: node itself if it has none. It reports false if node does not
 // parse.
 func nodeWithoutExtensions(node []byte) ([]byte, bool) {
-	var out []byte
+	ext, ok := extensionsSize(node)
+	if !ok || ext == 0 {
+		return node, ok
+	}
+	return appendNodeWithoutExtensions(make([]byte, 0, len(node)-ext), node), true
+}
+
+// appendNodeWithoutExtensions appends node's fields but its extensions to
+// dst; node must parse (see extensionsSize).
+func appendNodeWithoutExtensions(dst, node []byte) []byte {
 	for b := node; len(b) > 0; {
 		num, _, n := protowire.ConsumeField(b)
-		if n < 0 {
-			return nil, false
-		}
-		if num == nodeExtensions.Number() {
-			if out == nil {
-				out = append(make([]byte, 0, len(node)-len(b)), node[:len(node)-len(b)]...)
-			}
-		} else if out != nil {
-			out = append(out, b[:n]...)
+		if num != nodeExtensions.Number() {
+			dst = append(dst, b[:n]...)
 		}
 		b = b[n:]
 	}
-	if out == nil {
-		return node, true
-	}
-	return out, true
+	return dst
 }
