@@ -44,3 +44,30 @@ func TestAwaitingReplies(t *testing.T) {
 	sotw.Close()
 	want(0) // the streams ended with their responses unanswered
 }
+
+// TestStreamsOpened checks the count of streams opened: one per stream,
+// cumulative, whatever the variant, and not lowered when streams close.
+func TestStreamsOpened(t *testing.T) {
+	e := start(t, rawxds.Cluster("a"))
+	if got := e.Server.StreamsOpened(); got != 0 {
+		t.Fatalf("%d streams opened before any client came, want 0", got)
+	}
+	opened := func(n uint64) {
+		t.Helper()
+		waitFor(t, func() bool { return e.Server.StreamsOpened() == n })
+	}
+	sotw := e.ADS(t)
+	sotw.Send(req(cds))
+	sotw.Recv()
+	opened(1)
+	delta := e.DeltaADS(t)
+	delta.Send(dsub(cds))
+	delta.Recv()
+	opened(2)
+	sotw.Close()
+	delta.Close()
+	waitFor(t, func() bool { return len(e.Server.Status()) == 0 })
+	if got := e.Server.StreamsOpened(); got != 2 {
+		t.Fatalf("%d streams opened after both closed, want 2", got)
+	}
+}

@@ -88,6 +88,11 @@ func (s *Server) Status() []StreamStatus { return s.status.snapshot() }
 // work from its end by it.
 func (s *Server) AwaitingReplies() int64 { return s.awaiting.Load() }
 
+// StreamsOpened returns how many streams have opened since New. A process
+// embedding the server can tell a burst of work that brought new clients
+// (their sync) from one that served those it had (pushes) by it.
+func (s *Server) StreamsOpened() uint64 { return s.status.opened() }
+
 // Responses returns the number of responses sent since New.
 func (s *Server) Responses() uint64 { return s.metrics.responses.Load() }
 

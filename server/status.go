@@ -77,6 +77,13 @@ func (r *statusRegistry) add(variant string) *streamStatus {
 	return ss
 }
 
+// opened returns how many streams have been added.
+func (r *statusRegistry) opened() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nextID
+}
+
 func (r *statusRegistry) remove(ss *streamStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

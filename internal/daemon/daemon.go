@@ -188,7 +188,7 @@ func Run(ctx context.Context, o Options) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		trimHeap(ctx, d.log, d.server.AwaitingReplies)
+		trimHeap(ctx, d.log, d.server)
 	}()
 	wg.Add(1)
 	go func() {

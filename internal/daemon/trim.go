@@ -29,11 +29,19 @@ const (
 	trimShare         = 20                    // once at least this many times the trim's cost
 )
 
+// clients is what the trimmer asks of the server about its clients
+// (*server.Server has both).
+type clients interface {
+	// AwaitingReplies returns how many responses their clients have yet to
+	// answer.
+	AwaitingReplies() int64
+	// StreamsOpened returns how many streams have opened so far.
+	StreamsOpened() uint64
+}
+
 // trimHeap returns freed heap to the operating system whenever a trimmer
-// says so, looking every trimEvery, and returns when ctx ends. awaiting,
-// if not nil, returns how many responses their clients have yet to answer
-// (server.Server.AwaitingReplies).
-func trimHeap(ctx context.Context, log *slog.Logger, awaiting func() int64) {
+// says so, looking every trimEvery, and returns when ctx ends. c may be nil.
+func trimHeap(ctx context.Context, log *slog.Logger, c clients) {
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},
@@ -46,8 +54,8 @@ func trimHeap(ctx context.Context, log *slog.Logger, awaiting func() int64) {
 		h := heapLook{free: samples[0].Value.Uint64(), objects: samples[1].Value.Uint64(),
 			cycles: samples[2].Value.Uint64(), allocs: samples[3].Value.Uint64(), live: samples[4].Value.Uint64(),
 			cpu: processCPU()}
-		if awaiting != nil {
-			h.awaiting = awaiting()
+		if c != nil {
+			h.awaiting, h.opened = c.AwaitingReplies(), c.StreamsOpened()
 		}
 		return h
 	}
@@ -86,6 +94,7 @@ type heapLook struct {
 	cycles, allocs uint64        // collections run; bytes allocated: both cumulative
 	cpu            time.Duration // the process's CPU time (0 where unknown)
 	awaiting       int64         // responses their clients have yet to answer
+	opened         uint64        // streams opened: cumulative
 }
 
 // reclaimable is what a collection would leave free and resident: the free
@@ -101,19 +110,28 @@ func (h heapLook) reclaimable() uint64 {
 // for trimLooks looks in a row, no collection has run, at most
 // trimQuiet bytes were allocated and at most trimIdleCPU was used since the
 // previous look (a server waiting for its clients in the middle of a burst
-// allocates little, but still works). A trim forces two collections, so
-// there is at most one per heap's worth of allocation (what the heap held
-// live after the last trim): trimming costs at most twice the collections
-// the runtime runs anyway, however often bursts come. One exception: when
-// the process worked again after a trim (the trim came in a lull of a
-// burst, and may have found the burst's requests live; or clients left,
-// freeing memory without allocating), the next trim may also come once
-// trimGap and trimShare times the last trim's cost (its CPU) have passed,
-// so that such trims take at most a twentieth of the CPU. Without it,
-// 5,000 clients sending an Envoy's 33 KB node left 360 MiB resident
-// instead of 140 until as much again was allocated. A process that stays
-// quiet while it allocates, a trickle at a time, is held to the first
-// rule. Its zero value is ready.
+// allocates little, but still works).
+//
+// A trim costs more than its two collections: it empties the pools, whose
+// buffers the next burst allocates anew, and gives back pages the next
+// burst faults in again. So, after the first, trims come at most once per
+// trimGap and trimShare times the last trim's cost (its CPU: they take at
+// most a twentieth of it), and only if the process worked or allocated
+// what the heap held live after the last trim (a heap's worth) since. A
+// process that stays quiet while it allocates less, a trickle at a time,
+// is not trimmed. (5,000 clients repeating an Envoy's 33 KB node: each
+// push allocated more than a heap's worth of read buffers, and a trim
+// after each cost 0.3 s of CPU, as much again as the push.)
+//
+// One exception: a heap's worth allocated while clients joined (streams
+// opened since the last trim) is trimmed as soon as it is quiet, however
+// dear the last trim: a sync that went on after a trim in one of its
+// lulls, or clients that connect in waves, would otherwise stay resident
+// at its peak for trimShare times that trim's cost. (5,000 clients
+// repeating an Envoy's node: a trim cost 0.3 s, so a sync that ended less
+// than 6 s after a trim in one of its lulls stayed at its peak; one
+// reading of RSS with the clients idle was 184 MiB, against 134-145 in
+// others.) Its zero value is ready.
 type trimmer struct {
 	last       heapLook      // at the previous look
 	quiet      int           // quiet looks in a row
@@ -139,25 +157,20 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	}
 	r := h.reclaimable()
 	heapsWorth := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live)
+	joined := !tr.hasTrimmed || h.opened != tr.atTrim.opened
 	rested := !tr.hasTrimmed || now.Sub(tr.trimmedAt) >= max(trimGap, trimShare*tr.took)
-	paid := heapsWorth || tr.worked && rested
+	eager := heapsWorth && joined
+	paid := eager || rested && (heapsWorth || tr.worked)
 	// A collection in the middle of a burst finds the burst's buffers live
 	// (in flight, or kept by sync.Pools for two collections), and once the
 	// burst is over nothing may allocate enough for another to run: the
 	// heap then looks live, though most of it is garbage. (1,000 SotW
 	// clients' initial sync: a collection at its peak found 65 MiB live,
 	// the trim then left 21.) A live heap well above the least found
-	// calls for a trim to find out. Such trims come at most once per
-	// trimGap and trimShare times the last trim's cost, or once per heap's
-	// worth of allocation: a server whose every burst of pushes meets a
-	// collection would otherwise trim after each, the trim having emptied
-	// the pools the floor was measured with, while a burst that went on
-	// after a trim in one of its lulls, allocating that much, is trimmed
-	// as soon as it ends. (5,000 clients repeating an Envoy's node: a trim
-	// cost 0.3 s, so a sync that ended less than 6 s after a trim in one
-	// of its lulls stayed at its peak for the rest of them; one reading of
-	// RSS with the clients idle was 184 MiB, against 134-145 in others.)
-	swollen := h.live >= 2*tr.floor+trimMinFree && (rested || heapsWorth)
+	// calls for a trim to find out, when paid: a server whose every burst
+	// of pushes meets a collection would otherwise trim after each, the
+	// trim having emptied the pools the floor was measured with.
+	swollen := h.live >= 2*tr.floor+trimMinFree
 	worth := swollen || r >= trimMinFree && float64(r) >= trimMinRatio*float64(h.objects)
 	// While clients have responses to answer, a quiet spell may be a lull
 	// in a burst (the server waiting for clients busy with what it sent,

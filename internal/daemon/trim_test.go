@@ -130,19 +130,20 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 			t.Fatal("trimmed again with less than the live heap allocated since the last trim, quiet all along")
 		}
 	}
-	// The same, with work since the trim: no trim before trimGap.
+	// The same, with work since the trim, clients joining: no trim
+	// before trimGap.
 	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
-	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20}
+	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20, opened: 10}
 	if look(&tr, some, trimLooks+3) {
 		t.Fatal("trimmed again with less than the live heap allocated since the last trim")
 	}
 	// More: a collection ran since the last look (busy), then quiet looks.
-	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20}
+	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20, opened: 20}
 	if due(&tr, busy) {
 		t.Fatal("trimmed while collections still run")
 	}
 	// Allocating more than trimQuiet since the last look is busy too.
-	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet}
+	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet, opened: 20}
 	if due(&tr, alloc) {
 		t.Fatal("trimmed while allocating")
 	}
@@ -229,19 +230,37 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	if !due(&peak, again) {
 		t.Fatalf("no trim of a swollen heap %v after a trim that cost %v", clock.Sub(at), took)
 	}
-	// A burst that went on after a trim in one of its lulls, allocating a
-	// heap's worth, swollen at its end: trimmed once quiet, however dear
-	// the last trim.
+	// A sync that went on after a trim in one of its lulls, clients
+	// joining and allocating a heap's worth, swollen at its end: trimmed
+	// once quiet, however dear the last trim.
 	var lull trimmer
-	lull.trimmed(clock, heapLook{objects: 40 << 20, live: 40 << 20, cycles: 10, allocs: 340 << 20}, time.Second)
-	end := heapLook{objects: 200 << 20, live: 198 << 20, cycles: 12, allocs: 340<<20 + 40<<20 - 1}
-	due(&lull, heapLook{objects: 100 << 20, live: 90 << 20, cycles: 11, allocs: 350 << 20}) // work
+	lull.trimmed(clock, heapLook{objects: 40 << 20, live: 40 << 20, cycles: 10, allocs: 340 << 20, opened: 100}, time.Second)
+	end := heapLook{objects: 200 << 20, live: 198 << 20, cycles: 12, allocs: 340<<20 + 40<<20 - 1, opened: 900}
+	due(&lull, heapLook{objects: 100 << 20, live: 90 << 20, cycles: 11, allocs: 350 << 20, opened: 500}) // work
 	if look(&lull, end, trimLooks+2) {
 		t.Fatal("trimmed a swollen heap right after a dear trim, with less than a heap's worth allocated since")
 	}
 	end.allocs++
 	if !look(&lull, end, 1) {
-		t.Fatal("no trim of a heap swollen at a burst's end, a heap's worth allocated since the last trim")
+		t.Fatal("no trim of a heap swollen at a sync's end, a heap's worth allocated since the last trim")
+	}
+	// Pushes to the clients there were, allocating more than a heap's
+	// worth each (read buffers): trimmed at most once per trimShare times
+	// the last trim's cost, not after each.
+	var pushes trimmer
+	at = clock
+	took = 300 * time.Millisecond
+	pushes.trimmed(at, heapLook{objects: 43 << 20, live: 43 << 20, cycles: 13, allocs: 400 << 20, opened: 5000}, took)
+	for i := range 4 {
+		push := heapLook{free: 60 << 20, objects: 100 << 20, live: 97 << 20, cycles: 14 + uint64(i), allocs: (400 + 120*uint64(i+1)) << 20, opened: 5000}
+		due(&pushes, heapLook{objects: 90 << 20, live: 43 << 20, cycles: push.cycles - 1, allocs: push.allocs - 60<<20, opened: 5000}) // work
+		if look(&pushes, push, trimLooks+2) {
+			t.Fatalf("trimmed after push %d, %v after a trim that cost %v", i+1, clock.Sub(at), took)
+		}
+	}
+	clock = at.Add(trimShare * took)
+	if !due(&pushes, heapLook{free: 60 << 20, objects: 100 << 20, live: 97 << 20, cycles: 17, allocs: 880 << 20, opened: 5000}) {
+		t.Fatalf("no trim of pushes' garbage %v after a trim that cost %v", clock.Sub(at), took)
 	}
 	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}, 0)
 	clock = clock.Add(time.Minute)
