@@ -25,8 +25,9 @@ const (
 	trimMinRatio      = 0.25                  // and at least this share of the heap's objects
 	trimQuiet         = 512 << 10             // allocated since the last look: at most this
 	trimIdleCPU       = 5 * time.Millisecond  // CPU used since the last look: at most this (a tenth)
-	trimGap           = time.Second           // since a trim followed by work: trim without new allocation,
-	trimShare         = 20                    // once at least this many times the trim's cost
+	trimGap           = time.Second           // since a trim: at least this before the next (but see trimJoined),
+	trimShare         = 20                    // and at least this many times the trim's cost
+	trimJoined        = 64                    // streams opened since a trim, or awaiting replies at it, that make a sync
 )
 
 // clients is what the trimmer asks of the server about its clients
@@ -79,6 +80,8 @@ func trimHeap(ctx context.Context, log *slog.Logger, c clients) {
 				// The cost: the process's CPU (the collections use every
 				// core), or the time where that is unknown.
 				took := max(time.Since(now), after.cpu-h.cpu)
+				// Streams that opened while the trim ran joined after it.
+				after.opened, after.awaiting = h.opened, h.awaiting
 				tr.trimmed(now, after, took)
 				log.Debug("returned freed heap to the OS", "reclaimable_mib", h.reclaimable()>>20, "heap_mib", after.objects>>20,
 					"took", took.Round(time.Millisecond))
@@ -123,19 +126,21 @@ func (h heapLook) reclaimable() uint64 {
 // push allocated more than a heap's worth of read buffers, and a trim
 // after each cost 0.3 s of CPU, as much again as the push.)
 //
-// One exception: a heap's worth allocated while clients joined (streams
-// opened since the last trim) is trimmed as soon as it is quiet, however
-// dear the last trim: a sync that went on after a trim in one of its
-// lulls, or clients that connect in waves, would otherwise stay resident
-// at its peak for trimShare times that trim's cost. (5,000 clients
-// repeating an Envoy's node: a trim cost 0.3 s, so a sync that ended less
-// than 6 s after a trim in one of its lulls stayed at its peak; one
-// reading of RSS with the clients idle was 184 MiB, against 134-145 in
-// others.) Its zero value is ready.
+// One exception: a heap's worth allocated in a sync (trimJoined streams
+// opened since the last trim, or as many responses awaiting their replies
+// when it began: a trim in a lull of a sync) is trimmed as soon as it is
+// quiet, however dear the last trim. A sync that went on after a trim in
+// one of its lulls, or clients that connect in waves, would otherwise
+// stay resident at its peak for trimShare times that trim's cost. (5,000
+// clients repeating an Envoy's node: a trim cost 0.3 s, so a sync that
+// ended less than 6 s after a trim in one of its lulls stayed at its
+// peak; one reading of RSS with the clients idle was 184 MiB, against
+// 134-145 in others.) A few clients reconnecting, or a few that do not
+// answer, do not make pushes a sync. Its zero value is ready.
 type trimmer struct {
 	last       heapLook      // at the previous look
 	quiet      int           // quiet looks in a row
-	atTrim     heapLook      // after the last trim
+	atTrim     heapLook      // after the last trim; its opened and awaiting as it began
 	trimmedAt  time.Time     // when
 	took       time.Duration // what it cost
 	hasTrimmed bool          // a trim has run
@@ -157,9 +162,9 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	}
 	r := h.reclaimable()
 	heapsWorth := !tr.hasTrimmed || h.allocs-tr.atTrim.allocs >= max(trimMinFree, tr.atTrim.live)
-	joined := !tr.hasTrimmed || h.opened != tr.atTrim.opened
+	syncing := !tr.hasTrimmed || h.opened-tr.atTrim.opened >= trimJoined || tr.atTrim.awaiting >= trimJoined
 	rested := !tr.hasTrimmed || now.Sub(tr.trimmedAt) >= max(trimGap, trimShare*tr.took)
-	eager := heapsWorth && joined
+	eager := heapsWorth && syncing
 	paid := eager || rested && (heapsWorth || tr.worked)
 	// A collection in the middle of a burst finds the burst's buffers live
 	// (in flight, or kept by sync.Pools for two collections), and once the
@@ -175,7 +180,7 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	// While clients have responses to answer, a quiet spell may be a lull
 	// in a burst (the server waiting for clients busy with what it sent,
 	// thousands of them syncing): a trim then finds the burst's memory
-	// live, and holds off the one its end calls for (see paid). A second
+	// live, and its end calls for another (see syncing). A second
 	// of quiet is asked for then; the end of a sync, every response
 	// answered, is trimmed after trimLooks. A client that never answers
 	// delays trims by a second, no more.

@@ -130,20 +130,20 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 			t.Fatal("trimmed again with less than the live heap allocated since the last trim, quiet all along")
 		}
 	}
-	// The same, with work since the trim, clients joining: no trim
-	// before trimGap.
+	// The same, with work since the trim and clients joining: no trim
+	// until a heap's worth is allocated (see below).
 	tr.trimmed(clock, heapLook{objects: 48 << 20, live: 48 << 20, cycles: 6, allocs: 100 << 20}, 0)
-	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20, opened: 10}
+	some := heapLook{free: 20 << 20, objects: 64 << 20, live: 48 << 20, cycles: 7, allocs: 140 << 20, opened: 100}
 	if look(&tr, some, trimLooks+3) {
 		t.Fatal("trimmed again with less than the live heap allocated since the last trim")
 	}
 	// More: a collection ran since the last look (busy), then quiet looks.
-	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20, opened: 20}
+	busy := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150 << 20, opened: 200}
 	if due(&tr, busy) {
 		t.Fatal("trimmed while collections still run")
 	}
 	// Allocating more than trimQuiet since the last look is busy too.
-	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet, opened: 20}
+	alloc := heapLook{free: 40 << 20, objects: 64 << 20, live: 48 << 20, cycles: 8, allocs: 150<<20 + 2*trimQuiet, opened: 200}
 	if due(&tr, alloc) {
 		t.Fatal("trimmed while allocating")
 	}
@@ -261,6 +261,46 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 	clock = at.Add(trimShare * took)
 	if !due(&pushes, heapLook{free: 60 << 20, objects: 100 << 20, live: 97 << 20, cycles: 17, allocs: 880 << 20, opened: 5000}) {
 		t.Fatalf("no trim of pushes' garbage %v after a trim that cost %v", clock.Sub(at), took)
+	}
+	// A few clients reconnecting do not make pushes a sync.
+	pushes.trimmed(clock, heapLook{objects: 43 << 20, live: 43 << 20, cycles: 19, allocs: 880 << 20, opened: 5000}, took)
+	churn := heapLook{free: 60 << 20, objects: 100 << 20, live: 97 << 20, cycles: 20, allocs: 1000 << 20, opened: 5000 + trimJoined - 1}
+	if look(&pushes, churn, trimLooks+2) {
+		t.Fatalf("trimmed pushes' garbage right after a trim, %d streams opened since", trimJoined-1)
+	}
+	// Nor does a trim while a few clients have not answered.
+	var stuck trimmer
+	stuck.trimmed(clock, heapLook{objects: 43 << 20, live: 43 << 20, cycles: 19, allocs: 880 << 20, opened: 5000, awaiting: trimJoined - 1}, took)
+	if look(&stuck, churn, trimLooks+2) {
+		t.Fatalf("trimmed pushes' garbage right after a trim with %d responses awaiting their replies", trimJoined-1)
+	}
+	// A trim in a lull of a sync, many responses awaiting their replies,
+	// all the streams opened before it: its end, a heap's worth later, is
+	// trimmed once quiet.
+	var lulled trimmer
+	lulled.trimmed(clock, heapLook{objects: 43 << 20, live: 43 << 20, cycles: 19, allocs: 880 << 20, opened: 5000, awaiting: trimJoined}, took)
+	due(&lulled, heapLook{objects: 90 << 20, live: 80 << 20, cycles: 20, allocs: 900 << 20, opened: 5000}) // work
+	if !look(&lulled, churn, trimLooks+1) {
+		t.Fatal("no trim at the end of a sync, a heap's worth after a trim in one of its lulls")
+	}
+	// Allocating a heap's worth a trickle at a time, quiet all along:
+	// trimmed, but not before the rate limit allows.
+	var trickling trimmer
+	at = clock
+	trickling.trimmed(at, heapLook{objects: 24 << 20, live: 24 << 20, cycles: 19, allocs: 880 << 20, opened: 5000}, took)
+	slow := heapLook{free: 40 << 20, objects: 60 << 20, live: 24 << 20, cycles: 19, allocs: 880 << 20, opened: 5000}
+	for clock.Sub(at) < trimShare*took-trimEvery {
+		slow.allocs += trimQuiet / 2
+		if due(&trickling, slow) {
+			t.Fatalf("trimmed %v after a trim that cost %v, quiet all along", clock.Sub(at), took)
+		}
+	}
+	if slow.allocs-880<<20 < 24<<20 {
+		t.Fatalf("the trickle allocated %d MiB, less than a heap's worth", (slow.allocs-880<<20)>>20)
+	}
+	slow.allocs += trimQuiet / 2
+	if !due(&trickling, slow) {
+		t.Fatalf("no trim %v after a trim that cost %v, a heap's worth allocated since", clock.Sub(at), took)
 	}
 	peak.trimmed(clock, heapLook{objects: 64 << 20, live: 64 << 20, cycles: 10, allocs: 430 << 20}, 0)
 	clock = clock.Add(time.Minute)
