@@ -12,7 +12,8 @@
 //	xdsd-dir      the real `xdsd serve --config-dir DIR`, with one file per
 //	              cluster and one per endpoint set; a change writes a
 //	              temporary ".name" file and renames it into place
-//	xdsd-lib      xdsd as a library (`xdsbench serve-xdsd-lib`)
+//	xdsd-lib      xdsd as a library on its own transport, as xdsd serve (`xdsbench serve-xdsd-lib`)
+//	xdsd-lib-grpc the same on grpc-go's transport (`xdsbench serve-xdsd-lib -transport grpc-go`)
 //	gcp-snapshot  go-control-plane v0.14 SnapshotCache (`xdsbench serve-gcp --cache snapshot`)
 //	gcp-linear    go-control-plane v0.14 LinearCache per type (`xdsbench serve-gcp --cache linear`)
 //	floor         only with -servers: the least a grpc-go xDS server can do for

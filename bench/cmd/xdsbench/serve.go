@@ -38,13 +38,25 @@ func (s *serveFlags) register(fs *flag.FlagSet) {
 // changer applies a change: endpoint sets idx at generation gen.
 type changer func(gen int, idx []int) error
 
+// xdsServer is the gRPC server a server under test serves xDS on: grpc-go's
+// (*grpc.Server) or xdsd's own transport (*h2grpc.Server).
+type xdsServer interface {
+	grpc.ServiceRegistrar
+	Serve(net.Listener) error
+	Stop()
+}
+
+// grpcGoServer returns grpc-go's server, with the options xdsd serve
+// --grpc-transport grpc-go gives it (for every server: the codec only
+// changes how xdsd's own responses are written).
+func grpcGoServer() xdsServer { return grpc.NewServer(server.GRPCOptions()...) }
+
 // serveUnderTest runs a server under test: register installs its xDS
-// services on a gRPC server configured as xdsd serve configures its own, and
-// change is called, one call at a time, for each POST
+// services on gs, and change is called, one call at a time, for each POST
 // /change?gen=G&idx=I,J,... on the control address, which also serves
 // /debug/pprof/. Once both listen it prints the ready line on stdout; it
 // returns on SIGTERM or SIGINT.
-func serveUnderTest(sf serveFlags, register func(*grpc.Server), change changer, stderr io.Writer) int {
+func serveUnderTest(sf serveFlags, gs xdsServer, register func(grpc.ServiceRegistrar), change changer, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	if _, err := raiseNoFile(); err != nil {
@@ -61,9 +73,6 @@ func serveUnderTest(sf serveFlags, register func(*grpc.Server), change changer, 
 		fmt.Fprintln(stderr, "xdsbench:", err)
 		return 1
 	}
-	// The options of xdsd serve (internal/daemon), for every server: the
-	// codec only changes how xdsd's own responses are written.
-	gs := grpc.NewServer(server.GRPCOptions()...)
 	register(gs)
 
 	var mu sync.Mutex // one change at a time

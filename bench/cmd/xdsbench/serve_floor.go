@@ -36,7 +36,7 @@ func serveFloor(args []string, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "xdsbench:", err)
 		return 1
 	}
-	return serveUnderTest(sf, func(gs *grpc.Server) { discovery.RegisterAggregatedDiscoveryServiceServer(gs, s) }, s.change, stderr)
+	return serveUnderTest(sf, grpcGoServer(), func(gs grpc.ServiceRegistrar) { discovery.RegisterAggregatedDiscoveryServiceServer(gs, s) }, s.change, stderr)
 }
 
 // adsMode is an ADS variant; it indexes the per-variant responses.

@@ -100,7 +100,7 @@ func serveGCP(args []string, stderr io.Writer) int {
 		return 2
 	}
 	srv := serverv3.NewServer(ctx, c, nil)
-	return serveUnderTest(sf, func(gs *grpc.Server) { discovery.RegisterAggregatedDiscoveryServiceServer(gs, srv) }, change, stderr)
+	return serveUnderTest(sf, grpcGoServer(), func(gs grpc.ServiceRegistrar) { discovery.RegisterAggregatedDiscoveryServiceServer(gs, srv) }, change, stderr)
 }
 
 // groupByCluster keys SnapshotCache snapshots by node.cluster: every client

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"google.golang.org/grpc"
+	"time"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -15,13 +16,27 @@ import (
 // serveXDSDLib is `xdsbench serve-xdsd-lib`: xdsd used as a library, as
 // README.md shows. It keeps every resource encoded (resource.New) and, on a
 // change, re-encodes only the changed endpoint sets and publishes a whole new
-// snapshot of all resources; the cache works out what changed.
+// snapshot of all resources; the cache works out what changed. It serves on
+// xdsd's own transport, as xdsd serve does, or with -transport grpc-go on
+// grpc-go's.
 func serveXDSDLib(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve-xdsd-lib", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var sf serveFlags
 	sf.register(fs)
+	transport := fs.String("transport", "xdsd", "the gRPC server transport: xdsd (h2grpc, as xdsd serve) or grpc-go")
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var gs xdsServer
+	switch *transport {
+	case "xdsd":
+		// As xdsd serve configures it (internal/daemon).
+		gs = h2grpc.NewServer(h2grpc.Options{Codec: server.Codec{}, MinPingInterval: 10 * time.Second})
+	case "grpc-go":
+		gs = grpcGoServer()
+	default:
+		fmt.Fprintf(stderr, "xdsbench: -transport %q: want xdsd or grpc-go\n", *transport)
 		return 2
 	}
 	all := make([]*resource.Resource, 2*sf.clusters) // clusters, then endpoint sets
@@ -59,5 +74,5 @@ func serveXDSDLib(args []string, stderr io.Writer) int {
 		}
 		return publish()
 	}
-	return serveUnderTest(sf, func(gs *grpc.Server) { srv.Register(gs) }, change, stderr)
+	return serveUnderTest(sf, gs, srv.Register, change, stderr)
 }

@@ -17,6 +17,7 @@ import (
 const (
 	srvXDSDDir     = "xdsd-dir"
 	srvXDSDLib     = "xdsd-lib"
+	srvXDSDLibGRPC = "xdsd-lib-grpc"
 	srvGCPSnapshot = "gcp-snapshot"
 	srvGCPLinear   = "gcp-linear"
 	srvFloor       = "floor"
@@ -26,13 +27,14 @@ const (
 // of them (floor only on demand: it is a reference, not a contender).
 var (
 	defaultServers = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear}
-	knownServers   = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear, srvFloor}
+	knownServers   = []string{srvXDSDDir, srvXDSDLib, srvXDSDLibGRPC, srvGCPSnapshot, srvGCPLinear, srvFloor}
 )
 
 // serverTitles are the column titles of the servers.
 var serverTitles = map[string]string{
 	srvXDSDDir:     "xdsd (dir)",
 	srvXDSDLib:     "xdsd (lib)",
+	srvXDSDLibGRPC: "xdsd (lib, grpc-go)",
 	srvGCPSnapshot: "gcp-snapshot",
 	srvGCPLinear:   "gcp-linear",
 	srvFloor:       "floor",
@@ -70,6 +72,8 @@ func startServer(ctx context.Context, e env, name string, readyTimeout time.Dura
 		return startXDSDDir(ctx, e, readyTimeout)
 	case srvXDSDLib:
 		return startSelf(ctx, e, name, []string{"serve-xdsd-lib"}, readyTimeout)
+	case srvXDSDLibGRPC:
+		return startSelf(ctx, e, name, []string{"serve-xdsd-lib", "-transport", "grpc-go"}, readyTimeout)
 	case srvGCPSnapshot:
 		return startSelf(ctx, e, name, []string{"serve-gcp", "--cache", "snapshot"}, readyTimeout)
 	case srvGCPLinear:

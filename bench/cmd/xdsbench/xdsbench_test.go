@@ -38,10 +38,13 @@ func TestEndToEnd(t *testing.T) {
 func endToEnd(t *testing.T, client string) {
 	o := defaultOptions()
 	o.client = client
+	// The library on either transport, one per run.
+	o.servers = []string{srvXDSDDir, srvXDSDLib, srvGCPLinear, srvFloor}
+	lib := "xdsd (lib)"
 	if client == clientH2 { // one of the runs sends Envoy's node in every request and writes files in place
 		o.node, o.repeatNode, o.inPlace = nodeEnvoy, true, true
+		o.servers[1], lib = srvXDSDLibGRPC, "xdsd (lib, grpc-go)"
 	}
-	o.servers = []string{srvXDSDDir, srvGCPLinear, srvFloor}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
 	o.quiet = 50 * time.Millisecond
@@ -74,7 +77,7 @@ func endToEnd(t *testing.T, client string) {
 	for _, mode := range o.modes {
 		printTable(&out, o, mode, results)
 	}
-	for _, want := range []string{"xdsd (dir)", "gcp-linear", "floor", "linear ÷ xdsd", "20/20"} {
+	for _, want := range []string{"xdsd (dir)", lib, "gcp-linear", "floor", "linear ÷ xdsd", "20/20"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
