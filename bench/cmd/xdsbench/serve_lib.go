@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-
 	"time"
 
 	"github.com/xdsd/xdsd/cache"
