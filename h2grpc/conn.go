@@ -66,6 +66,8 @@ type conn struct {
 	maxFrame int     // the client's SETTINGS_MAX_FRAME_SIZE
 	werr     error   // set once a write fails or the connection closes
 	ready    bool    // the handshake is done: frames may be written
+	ackHeld  bool    // a bandwidth probe's PING waits to be answered: see holdProbeAck
+	ackTimer *time.Timer
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
@@ -227,14 +229,18 @@ func (c *conn) handle(f http2.Frame) error {
 }
 
 // onPing answers a PING with its 8 bytes of data, unless it is an answer
-// itself, and applies the ping policy.
+// itself, and applies the ping policy. A bandwidth probe's answer may wait
+// for the next frames written (holdProbeAck).
 func (c *conn) onPing(ack bool, data []byte) error {
 	if ack {
 		return nil
 	}
+	var err error
 	c.wmu.Lock()
-	c.wbuf = append(appendFrameHeader(c.buf(), 8, http2.FramePing, http2.FlagPingAck, 0), data...)
-	err := c.flushLocked()
+	if !c.holdProbeAck(data) {
+		c.wbuf = appendPingAck(c.buf(), data)
+		err = c.flushLocked()
+	}
 	c.wmu.Unlock()
 	if err != nil {
 		return err
@@ -532,6 +538,11 @@ func (c *conn) flushLocked() error {
 	if err == nil && !c.ready {
 		err = errConnClosed
 	}
+	if err == nil && c.ackHeld {
+		c.wbuf = appendPingAck(c.buf(), bdpProbe[:]) // after the frames: see holdProbeAck
+		c.ackHeld = false
+		c.ackTimer.Stop()
+	}
 	if err == nil && len(c.wbuf) > 0 {
 		if _, err = c.nc.Write(c.wbuf); err != nil {
 			c.werr = errConnClosed
@@ -608,6 +619,9 @@ func (c *conn) shutdown(err error) {
 	c.wmu.Lock()
 	c.werr = errConnClosed
 	c.wcond.Broadcast()
+	if c.ackTimer != nil {
+		c.ackTimer.Stop()
+	}
 	c.wmu.Unlock()
 	c.mu.Lock()
 	c.closed = true

@@ -19,6 +19,11 @@ import (
 
 const frameHeaderLen = 9
 
+// appendPingAck appends a PING frame that answers one carrying data.
+func appendPingAck(b, data []byte) []byte {
+	return append(appendFrameHeader(b, 8, http2.FramePing, http2.FlagPingAck, 0), data...)
+}
+
 // appendFrameHeader appends a frame header for a payload of length n.
 func appendFrameHeader(b []byte, n int, t http2.FrameType, flags http2.Flags, id uint32) []byte {
 	return append(b, byte(n>>16), byte(n>>8), byte(n), byte(t), byte(flags),

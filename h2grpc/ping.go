@@ -49,3 +49,52 @@ func (c *conn) checkPing(now time.Time) error {
 	}
 	return nil
 }
+
+// bdpProbe is the data of the PING grpc-go's clients send to estimate the
+// connection's bandwidth-delay product: one after each run of DATA frames
+// they receive, while their windows are left to the estimate (the default).
+// The estimate only grows windows, and only from runs of data larger than
+// a window's two thirds, so small responses never end the probes.
+var bdpProbe = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
+
+// probeAckMax bounds how long a probe's answer waits for frames to go with.
+const probeAckMax = 10 * time.Second
+
+// holdProbeAck keeps the answer to a PING that is grpc-go's bandwidth probe
+// (data) for the connection's next write, after its frames, or for
+// probeAckMax if none comes sooner, and reports whether it did; it keeps one at a time.
+// Call it with wmu held.
+//
+// After a response, such a client pings; answered at once, each response
+// would cost a second write and the client a second read, inside the
+// time the change takes to reach every client. Held, the answer rides
+// with the next response: the client reads it after that response's data,
+// which it counts into the probe it still has out instead of starting a
+// new one, so it probes every other response. The probe's round trip then
+// measures as long: the client's estimate of the bandwidth stays low and
+// grows its windows no further until the probes of a long run of data,
+// answered with that data's next frames, bring the round trip back down.
+// grpc-go sets no deadline on the answer; any other PING is answered at
+// once.
+func (c *conn) holdProbeAck(data []byte) bool {
+	if [8]byte(data) != bdpProbe || c.ackHeld || c.werr != nil || !c.ready {
+		return false
+	}
+	c.ackHeld = true
+	if c.ackTimer == nil {
+		c.ackTimer = time.AfterFunc(c.srv.probeAckMax, c.releaseProbeAck)
+	} else {
+		c.ackTimer.Reset(c.srv.probeAckMax)
+	}
+	return true
+}
+
+// releaseProbeAck writes a held probe's answer that found nothing to go
+// with (holdProbeAck).
+func (c *conn) releaseProbeAck() {
+	c.wmu.Lock()
+	if c.ackHeld {
+		_ = c.flushLocked()
+	}
+	c.wmu.Unlock()
+}

@@ -21,7 +21,9 @@
 // asks for it is refused with Unimplemented; no xDS client compresses),
 // server push, interceptors, or server-side keepalive pings (a dead client
 // is found by TCP keepalive and by failed writes). Clients' pings are
-// limited as grpc-go limits them (Options.MinPingInterval).
+// limited as grpc-go limits them (Options.MinPingInterval); the answer to
+// grpc-go's bandwidth probe goes with the next frames written, up to 10
+// seconds later, not in a write of its own (see holdProbeAck).
 package h2grpc
 
 import (
@@ -140,6 +142,10 @@ type Server struct {
 	// pullOnly turns off the handling of frames inside socket reads (see
 	// pooledReader): tests compare the two paths. Set before Serve.
 	pullOnly bool
+	// probeAckMax is how long a bandwidth probe's answer may wait
+	// (holdProbeAck): the const probeAckMax, unless a test sets it. Set
+	// before Serve.
+	probeAckMax time.Duration
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -151,10 +157,11 @@ type Server struct {
 // NewServer returns a Server with opts.
 func NewServer(opts Options) *Server {
 	return &Server{
-		opts:      opts.withDefaults(),
-		methods:   make(map[string]*method),
-		listeners: make(map[net.Listener]struct{}),
-		conns:     make(map[*conn]struct{}),
+		opts:        opts.withDefaults(),
+		methods:     make(map[string]*method),
+		probeAckMax: probeAckMax,
+		listeners:   make(map[net.Listener]struct{}),
+		conns:       make(map[*conn]struct{}),
 	}
 }
 

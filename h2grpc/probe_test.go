@@ -1,0 +1,139 @@
+package h2grpc_test
+
+import (
+	"encoding/binary"
+	"io"
+	"net"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// grpcGoProbe is the data of grpc-go's bandwidth-probing PING.
+var grpcGoProbe = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
+
+// duplexCall is a FullDuplexCall on stream 1 of a raw connection.
+type duplexCall struct {
+	t  *testing.T
+	nc net.Conn
+	w  *http2.Framer // writes to nc
+	r  *http2.Framer // reads nc
+}
+
+// openDuplex opens a connection to addr and starts a FullDuplexCall on
+// stream 1 with raw frames.
+func openDuplex(t *testing.T, addr string) *duplexCall {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	c := &duplexCall{t: t, nc: nc, w: http2.NewFramer(nc, nil), r: http2.NewFramer(io.Discard, nc)}
+	c.r.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
+		t.Fatal(err)
+	}
+	c.w.WriteSettings()
+	writeCallHeaders(c.w, 1, "/grpc.testing.TestService/FullDuplexCall")
+	return c
+}
+
+// ask sends a request for one response of one byte.
+func (c *duplexCall) ask() {
+	b, err := proto.Marshal(&testgrpc.StreamingOutputCallRequest{
+		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 1}}})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.w.WriteData(1, false, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...)); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// ping sends a PING carrying data.
+func (c *duplexCall) ping(data [8]byte) {
+	if err := c.w.WritePing(false, data); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// next reads the server's next DATA frame or PING answer, passing over
+// any other frame, within a deadline; it returns "data" or "ack" and, for
+// an answer, its data.
+func (c *duplexCall) next() (string, [8]byte) {
+	c.t.Helper()
+	c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := c.r.ReadFrame()
+		if err != nil {
+			c.t.Fatalf("reading the server's frames: %v", err)
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			return "data", [8]byte{}
+		case *http2.PingFrame:
+			if f.IsAck() {
+				return "ack", f.Data
+			}
+		}
+	}
+}
+
+// serveHolding serves the test service with a server that holds a
+// bandwidth probe's answer for up to wait.
+func serveHolding(t *testing.T, wait time.Duration) string {
+	s := h2grpc.NewServer(h2grpc.Options{})
+	h2grpc.SetProbeAckMax(s, wait)
+	return serveOn(t, s, &service{ended: make(chan error, 16)})
+}
+
+// expect reads the server's next frames and fails unless they are want
+// ("data", or "ack" and the answer's data).
+func (c *duplexCall) expect(what string, want ...any) {
+	c.t.Helper()
+	for i, w := range want {
+		kind, data := c.next()
+		if ack, ok := w.([8]byte); ok && (kind != "ack" || data != ack) || !ok && kind != w {
+			c.t.Fatalf("%s, frame %d: %s %v, want %v", what, i, kind, data, w)
+		}
+	}
+}
+
+// TestProbeAnsweredAfterNextResponse: the answer to grpc-go's bandwidth
+// probe waits for the next frames the server writes and follows them, so
+// that the client reads it after a response; any other PING is answered at
+// once.
+func TestProbeAnsweredAfterNextResponse(t *testing.T) {
+	c := openDuplex(t, serveHolding(t, time.Hour))
+	c.ask()
+	c.expect("the first response", "data")
+	c.ping(grpcGoProbe)
+	c.ask() // after the probe: answered at once, its answer would come first
+	c.expect("a probe, then a request", "data", grpcGoProbe)
+	c.ping([8]byte{9})
+	c.expect("another PING", [8]byte{9})
+}
+
+// TestProbeAnsweredAlone: with nothing to go with, a probe's answer goes
+// alone after the longest wait; a PING answered while a probe's answer
+// waits takes it along.
+func TestProbeAnsweredAlone(t *testing.T) {
+	c := openDuplex(t, serveHolding(t, 50*time.Millisecond))
+	c.ping(grpcGoProbe)
+	c.expect("a probe, nothing else", grpcGoProbe)
+
+	c = openDuplex(t, serveHolding(t, time.Hour))
+	c.ping(grpcGoProbe)
+	c.ping([8]byte{9})
+	c.expect("a probe, then a PING", [8]byte{9}, grpcGoProbe)
+	c.ping(grpcGoProbe)
+	c.ping(grpcGoProbe)
+	c.expect("two probes", grpcGoProbe, grpcGoProbe)
+}
