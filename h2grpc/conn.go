@@ -34,9 +34,9 @@ var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
 //
 // Locking: wmu serialises writes to the socket and guards the send side:
 // wbuf, the send windows (the connection's and every stream's), maxFrame,
-// werr and each stream's send state; wcond (on wmu) wakes senders waiting
-// for window. mu guards streams, lastID and goingAway. A goroutine holding
-// mu never takes wmu.
+// werr, the held answer to a bandwidth probe (ack*) and each stream's send
+// state; wcond (on wmu) wakes senders waiting for window. mu guards
+// streams, lastID and goingAway. A goroutine holding mu never takes wmu.
 type conn struct {
 	srv  *Server
 	raw  net.Conn      // the accepted connection; closing it ends everything
@@ -59,15 +59,17 @@ type conn struct {
 
 	wmu      sync.Mutex
 	wcond    sync.Cond
-	wbuf     []byte  // frames not yet written: see buf
-	wbufp    *[]byte // wbuf's handle in writeBufs
-	sendWin  int64   // the connection's send window
-	initWin  int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame int     // the client's SETTINGS_MAX_FRAME_SIZE
-	werr     error   // set once a write fails or the connection closes
-	ready    bool    // the handshake is done: frames may be written
-	ackHeld  bool    // a bandwidth probe's PING waits to be answered: see holdProbeAck
-	ackTimer *time.Timer
+	wbuf     []byte        // frames not yet written: see buf
+	wbufp    *[]byte       // wbuf's handle in writeBufs
+	sendWin  int64         // the connection's send window
+	initWin  int64         // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame int           // the client's SETTINGS_MAX_FRAME_SIZE
+	werr     error         // set once a write fails or the connection closes
+	ready    bool          // the handshake is done: frames may be written
+	ackHeld  bool          // a bandwidth probe's PING waits to be answered: see holdProbeAck
+	ackSince time.Time     // when it began to wait
+	ackWait  time.Duration // how long an answer may wait on this connection
+	ackTimer *time.Timer   // releases the answer after ackWait
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
@@ -245,7 +247,7 @@ func (c *conn) onPing(ack bool, data []byte) error {
 	if err != nil {
 		return err
 	}
-	return c.checkPing(time.Now()) // answered first, as grpc-go does
+	return c.checkPing(time.Now()) // answered (or held) first, as grpc-go answers first
 }
 
 func (c *conn) onSettings(f *http2.SettingsFrame) error {

@@ -137,3 +137,27 @@ func TestProbeAnsweredAlone(t *testing.T) {
 	c.ping(grpcGoProbe)
 	c.expect("two probes", grpcGoProbe, grpcGoProbe)
 }
+
+// TestProbeHeldWithGrpcGo: grpc-go's client, its windows left to its
+// bandwidth estimate, gets small responses (a probe each, held) and then
+// large ones, which its windows hold back until it credits them: nothing
+// waits for a held answer, and every response comes.
+func TestProbeHeldWithGrpcGo(t *testing.T) {
+	st, err := dial(t, serveHolding(t, time.Hour)).FullDuplexCall(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int32{1, 1, 1, 3 << 20, 1, 3 << 20, 3 << 20, 1} {
+		if err := st.Send(&testgrpc.StreamingOutputCallRequest{
+			ResponseParameters: []*testgrpc.ResponseParameters{{Size: size}}}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := st.Recv()
+		if err != nil {
+			t.Fatalf("the response of %d bytes: %v", size, err)
+		}
+		if n := len(r.GetPayload().GetBody()); n != int(size) {
+			t.Fatalf("got %d bytes, want %d", n, size)
+		}
+	}
+}

@@ -22,8 +22,9 @@
 // server push, interceptors, or server-side keepalive pings (a dead client
 // is found by TCP keepalive and by failed writes). Clients' pings are
 // limited as grpc-go limits them (Options.MinPingInterval); the answer to
-// grpc-go's bandwidth probe goes with the next frames written, up to 10
-// seconds later, not in a write of its own (see holdProbeAck).
+// grpc-go's bandwidth probe waits for the next frames written, up to 10 to
+// 20 seconds, and goes with them rather than in a write of its own (see
+// holdProbeAck).
 package h2grpc
 
 import (
@@ -142,7 +143,7 @@ type Server struct {
 	// pullOnly turns off the handling of frames inside socket reads (see
 	// pooledReader): tests compare the two paths. Set before Serve.
 	pullOnly bool
-	// probeAckMax is how long a bandwidth probe's answer may wait
+	// probeAckMax is the least a bandwidth probe's answer may wait
 	// (holdProbeAck): the const probeAckMax, unless a test sets it. Set
 	// before Serve.
 	probeAckMax time.Duration
