@@ -59,17 +59,17 @@ type conn struct {
 
 	wmu      sync.Mutex
 	wcond    sync.Cond
-	wbuf     []byte        // frames not yet written: see buf
-	wbufp    *[]byte       // wbuf's handle in writeBufs
-	sendWin  int64         // the connection's send window
-	initWin  int64         // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame int           // the client's SETTINGS_MAX_FRAME_SIZE
-	werr     error         // set once a write fails or the connection closes
-	ready    bool          // the handshake is done: frames may be written
-	ackHeld  bool          // a bandwidth probe's PING waits to be answered: see holdProbeAck
-	ackSince time.Time     // when it began to wait
-	ackWait  time.Duration // how long an answer may wait on this connection
-	ackTimer *time.Timer   // releases the answer after ackWait
+	wbuf     []byte    // frames not yet written: see buf
+	wbufp    *[]byte   // wbuf's handle in writeBufs
+	sendWin  int64     // the connection's send window
+	initWin  int64     // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame int       // the client's SETTINGS_MAX_FRAME_SIZE
+	werr     error     // set once a write fails or the connection closes
+	ready    bool      // the handshake is done: frames may be written
+	ackHeld  bool      // a bandwidth probe's PING waits to be answered: see holdProbeAck
+	ackSince time.Time // when it began to wait
+	// ackListed: the connection is in srv.probes' list (guarded by its mu).
+	ackListed bool
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
@@ -543,7 +543,6 @@ func (c *conn) flushLocked() error {
 	if err == nil && c.ackHeld {
 		c.wbuf = appendPingAck(c.buf(), bdpProbe[:]) // after the frames: see holdProbeAck
 		c.ackHeld = false
-		c.ackTimer.Stop()
 	}
 	if err == nil && len(c.wbuf) > 0 {
 		if _, err = c.nc.Write(c.wbuf); err != nil {
@@ -621,9 +620,6 @@ func (c *conn) shutdown(err error) {
 	c.wmu.Lock()
 	c.werr = errConnClosed
 	c.wcond.Broadcast()
-	if c.ackTimer != nil {
-		c.ackTimer.Stop()
-	}
 	c.wmu.Unlock()
 	c.mu.Lock()
 	c.closed = true

@@ -122,7 +122,7 @@ func TestProbeAnsweredAfterNextResponse(t *testing.T) {
 }
 
 // TestProbeAnsweredAlone: with nothing to go with, a probe's answer goes
-// alone after the longest wait; a PING answered while a probe's answer
+// alone after the server's wait; a PING answered while a probe's answer
 // waits takes it along.
 func TestProbeAnsweredAlone(t *testing.T) {
 	c := openDuplex(t, serveHolding(t, 50*time.Millisecond))
@@ -159,5 +159,32 @@ func TestProbeHeldWithGrpcGo(t *testing.T) {
 		if n := len(r.GetPayload().GetBody()); n != int(size) {
 			t.Fatalf("got %d bytes, want %d", n, size)
 		}
+	}
+}
+
+// TestProbeSweep: a sweep that finds held answers not yet due keeps them
+// for a later one, which sends them.
+func TestProbeSweep(t *testing.T) {
+	s := h2grpc.NewServer(h2grpc.Options{})
+	h2grpc.SetProbeAckMax(s, time.Hour)
+	addr := serveOn(t, s, &service{ended: make(chan error, 16)})
+	c, d := openDuplex(t, addr), openDuplex(t, addr)
+	c.ping(grpcGoProbe)
+	d.ping(grpcGoProbe)
+	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesListed(s) < 2; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d answers held, want 2", h2grpc.ProbesListed(s))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h2grpc.SweepProbes(s, time.Hour)
+	if n := h2grpc.ProbesListed(s); n != 2 {
+		t.Fatalf("after a sweep with nothing due, %d answers listed, want 2", n)
+	}
+	h2grpc.SweepProbes(s, 0)
+	c.expect("a probe, then a sweep with it due", grpcGoProbe)
+	d.expect("a probe, then a sweep with it due", grpcGoProbe)
+	if n := h2grpc.ProbesListed(s); n != 0 {
+		t.Fatalf("after the answers went, %d listed", n)
 	}
 }

@@ -143,10 +143,7 @@ type Server struct {
 	// pullOnly turns off the handling of frames inside socket reads (see
 	// pooledReader): tests compare the two paths. Set before Serve.
 	pullOnly bool
-	// probeAckMax is the least a bandwidth probe's answer may wait
-	// (holdProbeAck): the const probeAckMax, unless a test sets it. Set
-	// before Serve.
-	probeAckMax time.Duration
+	probes   probeAnswers // the connections holding a bandwidth probe's answer
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -158,11 +155,11 @@ type Server struct {
 // NewServer returns a Server with opts.
 func NewServer(opts Options) *Server {
 	return &Server{
-		opts:        opts.withDefaults(),
-		methods:     make(map[string]*method),
-		probeAckMax: probeAckMax,
-		listeners:   make(map[net.Listener]struct{}),
-		conns:       make(map[*conn]struct{}),
+		opts:      opts.withDefaults(),
+		methods:   make(map[string]*method),
+		probes:    probeAnswers{wait: probeAckMax},
+		listeners: make(map[net.Listener]struct{}),
+		conns:     make(map[*conn]struct{}),
 	}
 }
 
@@ -258,6 +255,7 @@ func (s *Server) Stop() {
 		c.raw.Close()
 	}
 	s.wg.Wait()
+	s.probes.stop()
 }
 
 // GracefulStop closes the listeners and tells every client to open no new
@@ -269,6 +267,7 @@ func (s *Server) GracefulStop() {
 		c.goAway() // may block on a client that does not read: Stop cuts it
 	}
 	s.wg.Wait()
+	s.probes.stop()
 }
 
 // stopAccepting closes the listeners, refuses connections from now on and
