@@ -68,8 +68,6 @@ type conn struct {
 	ready    bool      // the handshake is done: frames may be written
 	ackHeld  bool      // a bandwidth probe's PING waits to be answered: see holdProbeAck
 	ackSince time.Time // when it began to wait
-	// ackListed: the connection is in srv.probes' list (guarded by its mu).
-	ackListed bool
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream

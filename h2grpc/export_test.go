@@ -10,19 +10,27 @@ func PullOnly(s *Server) { s.pullOnly = true }
 // probe for frames to go with. Call it before Serve.
 func SetProbeAckMax(s *Server, d time.Duration) { s.probes.wait = d }
 
-// ProbesListed returns how many connections s's sweep of held probe
-// answers has listed.
-func ProbesListed(s *Server) int {
-	s.probes.mu.Lock()
-	defer s.probes.mu.Unlock()
-	return len(s.probes.conns)
+// ProbesHeld returns how many of s's connections hold a probe's answer.
+func ProbesHeld(s *Server) int {
+	n := 0
+	for _, c := range s.openConns() {
+		c.wmu.Lock()
+		if c.ackHeld {
+			n++
+		}
+		c.wmu.Unlock()
+	}
+	return n
 }
 
 // SweepProbes runs s's sweep of held probe answers now, with wait as the
 // least wait.
 func SweepProbes(s *Server, wait time.Duration) {
-	s.probes.mu.Lock()
+	s.probes.mu.Lock() // for the race detector: the readers read it when arming
 	s.probes.wait = wait
 	s.probes.mu.Unlock()
-	s.probes.sweep()
+	s.sweepProbes()
 }
+
+// ProbeSweepArmed reports whether a sweep of s's held probe answers is due.
+func ProbeSweepArmed(s *Server) bool { return s.probes.armed.Load() }

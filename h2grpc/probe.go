@@ -2,6 +2,7 @@ package h2grpc
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,12 +17,12 @@ import (
 var bdpProbe = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
 
 // probeAckMax is the least a probe's answer may wait for frames to go
-// with; it waits at most twice as long (see probeAnswers).
+// with; it waits less than twice as long (see sweepProbes).
 const probeAckMax = 10 * time.Second
 
 // holdProbeAck keeps the answer to a PING that is grpc-go's bandwidth probe
 // (data) for the connection's next write, after its frames, or until the
-// server's sweep finds that it waited long enough (probeAnswers), and
+// server's sweep finds that it waited long enough (sweepProbes), and
 // reports whether it did. It holds one answer at a time. Call it with wmu
 // held.
 //
@@ -45,78 +46,71 @@ func (c *conn) holdProbeAck(data []byte) bool {
 		return false
 	}
 	c.ackHeld, c.ackSince = true, time.Now()
-	c.srv.probes.add(c)
+	c.srv.armProbeSweep()
 	return true
 }
 
-// probeAnswers sends the answers to bandwidth probes that found no frames
-// to go with: one timer per server sweeps the connections that held one
-// when it was armed, every wait, and writes those that have waited a whole
-// wait. (A timer per connection would cost each some 700 bytes of RSS at
-// 5,000 connections: allocated during the sync, they keep its pages.)
+// probeAnswers arms the sweep that sends the answers to bandwidth probes
+// that found no frames to go with (Server.sweepProbes): one timer per
+// server, armed when an answer is held and none is armed, not a timer per
+// connection, and no list of the connections that hold one, which every
+// hold would have to lock.
 //
-// Locking: mu guards every field but wait, and each listed connection's
-// ackListed. A goroutine holding a connection's wmu may take mu; one
-// holding mu takes no wmu.
+// Locking: mu guards timer and stopped.
 type probeAnswers struct {
-	wait time.Duration // probeAckMax, unless a test sets it before Serve
+	wait  time.Duration // probeAckMax, unless a test sets it before Serve
+	armed atomic.Bool   // the timer will run a sweep
 
 	mu      sync.Mutex
-	conns   []*conn     // holding an answer when listed; some may have sent it since
-	timer   *time.Timer // runs sweep; nil until the first answer is held
-	armed   bool        // timer will run
+	timer   *time.Timer // runs sweepProbes; nil until the first answer is held
 	stopped bool        // the server has stopped: the timer is not armed again
 }
 
-// add lists c, which holds an answer, for the next sweep.
-func (p *probeAnswers) add(c *conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !c.ackListed {
-		c.ackListed = true
-		p.conns = append(p.conns, c)
-	}
-	if p.armed || p.stopped {
+// arm arms the sweep, unless it is armed.
+func (s *Server) armProbeSweep() {
+	p := &s.probes
+	if p.armed.Load() {
 		return
 	}
-	p.armed = true
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.stopped || p.armed.Load() {
+		return
+	}
+	p.armed.Store(true)
 	if p.timer == nil {
-		p.timer = time.AfterFunc(p.wait, p.sweep)
+		p.timer = time.AfterFunc(p.wait, s.sweepProbes)
 	} else {
 		p.timer.Reset(p.wait)
 	}
 }
 
-// sweep writes the answers that have waited a whole wait, and lists again
-// those still held that have not.
-func (p *probeAnswers) sweep() {
-	p.mu.Lock()
-	conns := p.conns
-	p.conns, p.armed = nil, false
-	for _, c := range conns {
-		c.ackListed = false
-	}
-	p.mu.Unlock()
-	for _, c := range conns {
+// sweepProbes writes the held answers that have waited a whole wait, and
+// arms the next sweep for those that have not: an answer waits less than
+// twice the wait.
+func (s *Server) sweepProbes() {
+	s.probes.armed.Store(false)
+	for _, c := range s.openConns() {
 		c.wmu.Lock()
 		if c.ackHeld {
-			if time.Since(c.ackSince) >= p.wait {
+			if time.Since(c.ackSince) >= s.probes.wait {
 				_ = c.flushLocked()
 			} else {
-				p.add(c)
+				s.armProbeSweep()
 			}
 		}
 		c.wmu.Unlock()
 	}
 }
 
-// stop stops the sweeps, once the server's connections have ended.
-func (p *probeAnswers) stop() {
+// stopProbeSweeps stops the sweeps, once the server's connections have
+// ended.
+func (s *Server) stopProbeSweeps() {
+	p := &s.probes
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopped = true
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	p.conns = nil
 }

@@ -162,8 +162,8 @@ func TestProbeHeldWithGrpcGo(t *testing.T) {
 	}
 }
 
-// TestProbeSweep: a sweep that finds held answers not yet due keeps them
-// for a later one, which sends them.
+// TestProbeSweep: a sweep sends the held answers that are due, and only
+// those, and arms the next sweep for the others.
 func TestProbeSweep(t *testing.T) {
 	s := h2grpc.NewServer(h2grpc.Options{})
 	h2grpc.SetProbeAckMax(s, time.Hour)
@@ -171,20 +171,21 @@ func TestProbeSweep(t *testing.T) {
 	c, d := openDuplex(t, addr), openDuplex(t, addr)
 	c.ping(grpcGoProbe)
 	d.ping(grpcGoProbe)
-	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesListed(s) < 2; {
+	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesHeld(s) < 2; {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d answers held, want 2", h2grpc.ProbesListed(s))
+			t.Fatalf("%d answers held, want 2", h2grpc.ProbesHeld(s))
 		}
 		time.Sleep(time.Millisecond)
 	}
 	h2grpc.SweepProbes(s, time.Hour)
-	if n := h2grpc.ProbesListed(s); n != 2 {
-		t.Fatalf("after a sweep with nothing due, %d answers listed, want 2", n)
+	if n := h2grpc.ProbesHeld(s); n != 2 || !h2grpc.ProbeSweepArmed(s) {
+		t.Fatalf("after a sweep with nothing due: %d answers held, want 2; next sweep armed: %v",
+			n, h2grpc.ProbeSweepArmed(s))
 	}
 	h2grpc.SweepProbes(s, 0)
 	c.expect("a probe, then a sweep with it due", grpcGoProbe)
 	d.expect("a probe, then a sweep with it due", grpcGoProbe)
-	if n := h2grpc.ProbesListed(s); n != 0 {
-		t.Fatalf("after the answers went, %d listed", n)
+	if n := h2grpc.ProbesHeld(s); n != 0 {
+		t.Fatalf("after the answers went, %d held", n)
 	}
 }

@@ -255,7 +255,7 @@ func (s *Server) Stop() {
 		c.raw.Close()
 	}
 	s.wg.Wait()
-	s.probes.stop()
+	s.stopProbeSweeps()
 }
 
 // GracefulStop closes the listeners and tells every client to open no new
@@ -267,7 +267,7 @@ func (s *Server) GracefulStop() {
 		c.goAway() // may block on a client that does not read: Stop cuts it
 	}
 	s.wg.Wait()
-	s.probes.stop()
+	s.stopProbeSweeps()
 }
 
 // stopAccepting closes the listeners, refuses connections from now on and
@@ -279,6 +279,18 @@ func (s *Server) stopAccepting() []*conn {
 	for lis := range s.listeners {
 		lis.Close()
 	}
+	return s.openConnsLocked()
+}
+
+// openConns returns the open connections.
+func (s *Server) openConns() []*conn {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.openConnsLocked()
+}
+
+// openConnsLocked is openConns with mu held.
+func (s *Server) openConnsLocked() []*conn {
 	conns := make([]*conn, 0, len(s.conns))
 	for c := range s.conns {
 		conns = append(conns, c)
