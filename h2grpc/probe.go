@@ -66,7 +66,7 @@ type probeAnswers struct {
 	stopped bool        // the server has stopped: the timer is not armed again
 }
 
-// arm arms the sweep, unless it is armed.
+// armProbeSweep arms the sweep, unless it is armed.
 func (s *Server) armProbeSweep() {
 	p := &s.probes
 	if p.armed.Load() {
