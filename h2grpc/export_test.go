@@ -26,11 +26,11 @@ func ProbesHeld(s *Server) int {
 // SweepProbes runs s's sweep of held probe answers now, with wait as the
 // least wait.
 func SweepProbes(s *Server, wait time.Duration) {
-	s.probes.mu.Lock() // for the race detector: the readers read it when arming
+	s.probes.mu.Lock()
 	s.probes.wait = wait
 	s.probes.mu.Unlock()
 	s.sweepProbes()
 }
 
-// ProbeSweepArmed reports whether a sweep of s's held probe answers is due.
+// ProbeSweepArmed reports whether a sweep of s's held probe answers is armed.
 func ProbeSweepArmed(s *Server) bool { return s.probes.armed.Load() }

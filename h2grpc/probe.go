@@ -29,7 +29,8 @@ const probeAckMax = 10 * time.Second
 // After a response, such a client pings; answered at once, each response
 // would cost the server a second write and the client a second read, in
 // the time the change takes to reach every client. Held, the answer rides
-// with the next response: the client reads it after that response's data,
+// with the next write, nearly always the next response: the client reads
+// it after that response's data,
 // which it counts into the probe it still has out instead of starting a
 // new one, so it probes every other response.
 //
@@ -50,20 +51,20 @@ func (c *conn) holdProbeAck(data []byte) bool {
 	return true
 }
 
-// probeAnswers arms the sweep that sends the answers to bandwidth probes
-// that found no frames to go with (Server.sweepProbes): one timer per
-// server, armed when an answer is held and none is armed, not a timer per
-// connection, and no list of the connections that hold one, which every
-// hold would have to lock.
+// probeAnswers is the state of the sweep that sends the answers to
+// bandwidth probes that found no frames to go with (Server.sweepProbes):
+// one timer per server, armed when an answer is held and none is armed,
+// rather than a timer per connection, and no list of the connections that
+// hold one, which every hold would have to lock.
 //
-// Locking: mu guards timer and stopped.
+// Locking: mu guards wait, timer and stopped.
 type probeAnswers struct {
-	wait  time.Duration // probeAckMax, unless a test sets it before Serve
-	armed atomic.Bool   // the timer will run a sweep
+	armed atomic.Bool // the timer will run a sweep
 
 	mu      sync.Mutex
-	timer   *time.Timer // runs sweepProbes; nil until the first answer is held
-	stopped bool        // the server has stopped: the timer is not armed again
+	wait    time.Duration // probeAckMax, unless a test sets it
+	timer   *time.Timer   // runs sweepProbes; nil until the first answer is held
+	stopped bool          // the server has stopped: the timer is not armed again
 }
 
 // armProbeSweep arms the sweep, unless it is armed.
@@ -87,24 +88,33 @@ func (s *Server) armProbeSweep() {
 
 // sweepProbes writes the held answers that have waited a whole wait, and
 // arms the next sweep for those that have not: an answer waits less than
-// twice the wait.
+// twice the wait. A connection that a sender is writing is passed over
+// (its sender's flush takes the answer along) and swept again next time,
+// so that a client that does not read holds up no other's answer; and the
+// next sweep is armed before each answer is written, so that if the write
+// waits for such a client, the next sweep goes on past it.
 func (s *Server) sweepProbes() {
 	s.probes.armed.Store(false)
+	s.probes.mu.Lock()
+	wait := s.probes.wait
+	s.probes.mu.Unlock()
 	for _, c := range s.openConns() {
-		c.wmu.Lock()
+		if !c.wmu.TryLock() {
+			s.armProbeSweep()
+			continue
+		}
 		if c.ackHeld {
-			if time.Since(c.ackSince) >= s.probes.wait {
+			s.armProbeSweep()
+			if time.Since(c.ackSince) >= wait {
 				_ = c.flushLocked()
-			} else {
-				s.armProbeSweep()
 			}
 		}
 		c.wmu.Unlock()
 	}
 }
 
-// stopProbeSweeps stops the sweeps, once the server's connections have
-// ended.
+// stopProbeSweeps arms no more sweeps, once the server's connections have
+// ended; a sweep under way ends by itself (its writes fail at once).
 func (s *Server) stopProbeSweeps() {
 	p := &s.probes
 	p.mu.Lock()

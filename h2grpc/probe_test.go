@@ -2,6 +2,7 @@ package h2grpc_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -76,6 +77,8 @@ func (c *duplexCall) next() (string, [8]byte) {
 			c.t.Fatalf("reading the server's frames: %v", err)
 		}
 		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			c.t.Fatalf("GOAWAY %v %q", f.ErrCode, f.DebugData())
 		case *http2.DataFrame:
 			return "data", [8]byte{}
 		case *http2.PingFrame:
@@ -87,11 +90,28 @@ func (c *duplexCall) next() (string, [8]byte) {
 }
 
 // serveHolding serves the test service with a server that holds a
-// bandwidth probe's answer for up to wait.
+// bandwidth probe's answer for up to wait, and returns its address.
 func serveHolding(t *testing.T, wait time.Duration) string {
+	_, addr := serveHoldingServer(t, wait)
+	return addr
+}
+
+// serveHoldingServer is serveHolding, which also returns the server.
+func serveHoldingServer(t *testing.T, wait time.Duration) (*h2grpc.Server, string) {
 	s := h2grpc.NewServer(h2grpc.Options{})
 	h2grpc.SetProbeAckMax(s, wait)
-	return serveOn(t, s, &service{ended: make(chan error, 16)})
+	return s, serveOn(t, s, &service{ended: make(chan error, 16)})
+}
+
+// waitHeld waits until n of s's connections hold a probe's answer.
+func waitHeld(t *testing.T, s *h2grpc.Server, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesHeld(s) != n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d answers held, want %d", h2grpc.ProbesHeld(s), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // expect reads the server's next frames and fails unless they are want
@@ -129,10 +149,15 @@ func TestProbeAnsweredAlone(t *testing.T) {
 	c.ping(grpcGoProbe)
 	c.expect("a probe, nothing else", grpcGoProbe)
 
-	c = openDuplex(t, serveHolding(t, time.Hour))
+	// Held for an hour, on fresh connections (a fourth PING with nothing
+	// sent between ends a connection): a PING answered at once takes the
+	// held answer along, and so does a second probe's.
+	addr := serveHolding(t, time.Hour)
+	c = openDuplex(t, addr)
 	c.ping(grpcGoProbe)
 	c.ping([8]byte{9})
 	c.expect("a probe, then a PING", [8]byte{9}, grpcGoProbe)
+	c = openDuplex(t, addr)
 	c.ping(grpcGoProbe)
 	c.ping(grpcGoProbe)
 	c.expect("two probes", grpcGoProbe, grpcGoProbe)
@@ -143,11 +168,12 @@ func TestProbeAnsweredAlone(t *testing.T) {
 // large ones, which its windows hold back until it credits them: nothing
 // waits for a held answer, and every response comes.
 func TestProbeHeldWithGrpcGo(t *testing.T) {
-	st, err := dial(t, serveHolding(t, time.Hour)).FullDuplexCall(ctx(t))
+	s, addr := serveHoldingServer(t, time.Hour)
+	st, err := dial(t, addr).FullDuplexCall(ctx(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, size := range []int32{1, 1, 1, 3 << 20, 1, 3 << 20, 3 << 20, 1} {
+	for i, size := range []int32{1, 1, 1, 3 << 20, 1, 3 << 20, 3 << 20, 1} {
 		if err := st.Send(&testgrpc.StreamingOutputCallRequest{
 			ResponseParameters: []*testgrpc.ResponseParameters{{Size: size}}}); err != nil {
 			t.Fatal(err)
@@ -159,24 +185,20 @@ func TestProbeHeldWithGrpcGo(t *testing.T) {
 		if n := len(r.GetPayload().GetBody()); n != int(size) {
 			t.Fatalf("got %d bytes, want %d", n, size)
 		}
+		if i == 0 { // the client probes on its first DATA frame
+			waitHeld(t, s, 1)
+		}
 	}
 }
 
 // TestProbeSweep: a sweep sends the held answers that are due, and only
 // those, and arms the next sweep for the others.
 func TestProbeSweep(t *testing.T) {
-	s := h2grpc.NewServer(h2grpc.Options{})
-	h2grpc.SetProbeAckMax(s, time.Hour)
-	addr := serveOn(t, s, &service{ended: make(chan error, 16)})
+	s, addr := serveHoldingServer(t, time.Hour)
 	c, d := openDuplex(t, addr), openDuplex(t, addr)
 	c.ping(grpcGoProbe)
 	d.ping(grpcGoProbe)
-	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesHeld(s) < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d answers held, want 2", h2grpc.ProbesHeld(s))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitHeld(t, s, 2)
 	h2grpc.SweepProbes(s, time.Hour)
 	if n := h2grpc.ProbesHeld(s); n != 2 || !h2grpc.ProbeSweepArmed(s) {
 		t.Fatalf("after a sweep with nothing due: %d answers held, want 2; next sweep armed: %v",
@@ -187,5 +209,40 @@ func TestProbeSweep(t *testing.T) {
 	d.expect("a probe, then a sweep with it due", grpcGoProbe)
 	if n := h2grpc.ProbesHeld(s); n != 0 {
 		t.Fatalf("after the answers went, %d held", n)
+	}
+}
+
+// TestProbeSweepPassesStuckWriter: a client that asked for a large
+// response and reads nothing keeps its connection's writer waiting on the
+// socket; the sweep passes that connection over and answers the others'
+// probes.
+func TestProbeSweepPassesStuckWriter(t *testing.T) {
+	addr := serveHolding(t, 50*time.Millisecond)
+	stuck, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stuck.Close() })
+	stuck.(*net.TCPConn).SetReadBuffer(64 << 10)
+	w := http2.NewFramer(stuck, nil)
+	stuck.Write([]byte(http2.ClientPreface))
+	w.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	w.WriteWindowUpdate(0, 1<<30)
+	writeCallHeaders(w, 1, "/grpc.testing.TestService/FullDuplexCall")
+	b, err := proto.Marshal(&testgrpc.StreamingOutputCallRequest{
+		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 8 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.WriteData(1, false, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...))
+
+	var calls []*duplexCall
+	for range 8 {
+		c := openDuplex(t, addr)
+		c.ping(grpcGoProbe)
+		calls = append(calls, c)
+	}
+	for i, c := range calls {
+		c.expect(fmt.Sprintf("connection %d's probe", i), grpcGoProbe)
 	}
 }
