@@ -143,7 +143,7 @@ type Server struct {
 	// pullOnly turns off the handling of frames inside socket reads (see
 	// pooledReader): tests compare the two paths. Set before Serve.
 	pullOnly bool
-	probes   probeAnswers // the connections holding a bandwidth probe's answer
+	probes   probeAnswers // the sweep that sends the probe answers nothing else carried
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
