@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 // TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
 // this repository), go-control-plane's LinearCache and the floor server, in
 // both modes, with either client (the h2 clients repeating an Envoy's
-// node), and checks that every client got the initial state and every
+// node, grpc-go's with its default windows and read buffer), and checks that every client got the initial state and every
 // change.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
@@ -44,6 +44,8 @@ func endToEnd(t *testing.T, client string) {
 	if client == clientH2 { // one of the runs sends Envoy's node in every request and writes files in place
 		o.node, o.repeatNode, o.inPlace = nodeEnvoy, true, true
 		o.servers[1], lib = srvXDSDLibGRPC, "xdsd (lib, grpc-go)"
+	} else { // the other is grpc-go's client as it comes: it probes the bandwidth after responses
+		o.window, o.readBuffer = 0, 32<<10
 	}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
