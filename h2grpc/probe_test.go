@@ -110,7 +110,7 @@ func waitHeld(t *testing.T, s *h2grpc.Server, n int) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d answers held, want %d", h2grpc.ProbesHeld(s), n)
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // polling a condition, bounded by the deadline
 	}
 }
 
