@@ -28,8 +28,8 @@ type duplexCall struct {
 }
 
 // openDuplex opens a connection to addr and starts a FullDuplexCall on
-// stream 1 with raw frames.
-func openDuplex(t *testing.T, addr string) *duplexCall {
+// stream 1 with raw frames, after SETTINGS with settings.
+func openDuplex(t *testing.T, addr string, settings ...http2.Setting) *duplexCall {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -41,15 +41,18 @@ func openDuplex(t *testing.T, addr string) *duplexCall {
 	if _, err := nc.Write([]byte(http2.ClientPreface)); err != nil {
 		t.Fatal(err)
 	}
-	c.w.WriteSettings()
+	c.w.WriteSettings(settings...)
 	writeCallHeaders(c.w, 1, "/grpc.testing.TestService/FullDuplexCall")
 	return c
 }
 
 // ask sends a request for one response of one byte.
-func (c *duplexCall) ask() {
+func (c *duplexCall) ask() { c.askFor(1) }
+
+// askFor sends a request for one response of size bytes.
+func (c *duplexCall) askFor(size int32) {
 	b, err := proto.Marshal(&testgrpc.StreamingOutputCallRequest{
-		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 1}}})
+		ResponseParameters: []*testgrpc.ResponseParameters{{Size: size}}})
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -218,23 +221,10 @@ func TestProbeSweep(t *testing.T) {
 // probes.
 func TestProbeSweepPassesStuckWriter(t *testing.T) {
 	addr := serveHolding(t, 50*time.Millisecond)
-	stuck, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stuck.Close() })
-	stuck.(*net.TCPConn).SetReadBuffer(64 << 10)
-	w := http2.NewFramer(stuck, nil)
-	stuck.Write([]byte(http2.ClientPreface))
-	w.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
-	w.WriteWindowUpdate(0, 1<<30)
-	writeCallHeaders(w, 1, "/grpc.testing.TestService/FullDuplexCall")
-	b, err := proto.Marshal(&testgrpc.StreamingOutputCallRequest{
-		ResponseParameters: []*testgrpc.ResponseParameters{{Size: 8 << 20}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.WriteData(1, false, append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...))
+	stuck := openDuplex(t, addr, http2.Setting{ID: http2.SettingInitialWindowSize, Val: 1 << 30})
+	stuck.nc.(*net.TCPConn).SetReadBuffer(64 << 10)
+	stuck.w.WriteWindowUpdate(0, 1<<30)
+	stuck.askFor(8 << 20)
 
 	var calls []*duplexCall
 	for range 8 {
