@@ -57,17 +57,17 @@ type conn struct {
 	// (by any goroutine), and cleared by the next PING.
 	sentSincePing atomic.Bool
 
-	wmu      sync.Mutex
-	wcond    sync.Cond
-	wbuf     []byte    // frames not yet written: see buf
-	wbufp    *[]byte   // wbuf's handle in writeBufs
-	sendWin  int64     // the connection's send window
-	initWin  int64     // the client's SETTINGS_INITIAL_WINDOW_SIZE
-	maxFrame int       // the client's SETTINGS_MAX_FRAME_SIZE
-	werr     error     // set once a write fails or the connection closes
-	ready    bool      // the handshake is done: frames may be written
-	ackHeld  bool      // a bandwidth probe's PING waits to be answered: see holdProbeAck
-	ackSince time.Time // when it began to wait
+	wmu       sync.Mutex
+	wcond     sync.Cond
+	wbuf      []byte  // frames not yet written: see buf
+	wbufp     *[]byte // wbuf's handle in writeBufs
+	sendWin   int64   // the connection's send window
+	initWin   int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
+	maxFrame  int     // the client's SETTINGS_MAX_FRAME_SIZE
+	werr      error   // set once a write fails or the connection closes
+	ready     bool    // the handshake is done: frames may be written
+	ackHeld   bool    // a bandwidth probe's PING waits to be answered: see holdProbeAck
+	ackSweeps uint64  // the sweeps of held answers begun before it was held
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream

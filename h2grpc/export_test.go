@@ -23,14 +23,8 @@ func ProbesHeld(s *Server) int {
 	return n
 }
 
-// SweepProbes runs s's sweep of held probe answers now, with wait as the
-// least wait.
-func SweepProbes(s *Server, wait time.Duration) {
-	s.probes.mu.Lock()
-	s.probes.wait = wait
-	s.probes.mu.Unlock()
-	s.sweepProbes()
-}
+// SweepProbes runs a sweep of s's held probe answers now.
+func SweepProbes(s *Server) { s.sweepProbes() }
 
 // ProbeSweepArmed reports whether a sweep of s's held probe answers is armed.
 func ProbeSweepArmed(s *Server) bool { return s.probes.armed.Load() }

@@ -17,7 +17,7 @@ import (
 var bdpProbe = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
 
 // probeAckMax is the least a probe's answer may wait for frames to go
-// with; it waits less than twice as long (see sweepProbes).
+// with; it waits less than about twice as long (see sweepProbes).
 const probeAckMax = 10 * time.Second
 
 // holdProbeAck keeps the answer to a PING that is grpc-go's bandwidth probe
@@ -46,7 +46,7 @@ func (c *conn) holdProbeAck(data []byte) bool {
 	if [8]byte(data) != bdpProbe || c.ackHeld || c.werr != nil || !c.ready {
 		return false
 	}
-	c.ackHeld, c.ackSince = true, time.Now()
+	c.ackHeld, c.ackSweeps = true, c.srv.probes.sweeps.Load()
 	c.srv.armProbeSweep()
 	return true
 }
@@ -57,14 +57,15 @@ func (c *conn) holdProbeAck(data []byte) bool {
 // rather than a timer per connection, and no list of the connections that
 // hold one, which every hold would have to lock.
 //
-// Locking: mu guards wait, timer and stopped.
+// Locking: mu guards timer and stopped.
 type probeAnswers struct {
-	armed atomic.Bool // the timer will run a sweep
+	wait   time.Duration // probeAckMax, unless a test sets it before Serve
+	armed  atomic.Bool   // the timer will run a sweep
+	sweeps atomic.Uint64 // sweeps started
 
 	mu      sync.Mutex
-	wait    time.Duration // probeAckMax, unless a test sets it
-	timer   *time.Timer   // runs sweepProbes; nil until the first answer is held
-	stopped bool          // the server has stopped: the timer is not armed again
+	timer   *time.Timer // runs sweepProbes; nil until the first answer is held
+	stopped bool        // the server has stopped: the timer is not armed again
 }
 
 // armProbeSweep arms the sweep, unless it is armed.
@@ -86,18 +87,18 @@ func (s *Server) armProbeSweep() {
 	}
 }
 
-// sweepProbes writes the held answers that have waited a whole wait, and
-// arms the next sweep for those that have not: an answer waits less than
-// twice the wait. A connection that a sender is writing is passed over
-// (its sender's flush takes the answer along) and swept again next time,
-// so that a client that does not read holds up no other's answer; and the
-// next sweep is armed before each answer is written, so that if the write
-// waits for such a client, the next sweep goes on past it.
+// sweepProbes writes the held answers that were held before the last
+// sweep began, and arms the next sweep for the others. Sweeps begin at
+// least a wait apart (the timer is armed after one begins), so an answer
+// waits at least a wait and less than about two. A connection that a
+// sender is writing is passed over (its sender's flush takes the answer
+// along) and swept again next time, so that a client that does not read
+// holds up no other's answer; and the next sweep is armed before each
+// answer is written, so that if the write waits for such a client, the
+// next sweep goes on past it.
 func (s *Server) sweepProbes() {
 	s.probes.armed.Store(false)
-	s.probes.mu.Lock()
-	wait := s.probes.wait
-	s.probes.mu.Unlock()
+	sweep := s.probes.sweeps.Add(1)
 	for _, c := range s.openConns() {
 		if !c.wmu.TryLock() {
 			s.armProbeSweep()
@@ -105,7 +106,7 @@ func (s *Server) sweepProbes() {
 		}
 		if c.ackHeld {
 			s.armProbeSweep()
-			if time.Since(c.ackSince) >= wait {
+			if c.ackSweeps+2 <= sweep {
 				_ = c.flushLocked()
 			}
 		}

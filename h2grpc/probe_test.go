@@ -194,22 +194,22 @@ func TestProbeHeldWithGrpcGo(t *testing.T) {
 	}
 }
 
-// TestProbeSweep: a sweep sends the held answers that are due, and only
-// those, and arms the next sweep for the others.
+// TestProbeSweep: a sweep sends the answers held before the sweep before
+// it began, and only those, and arms the next sweep for the others.
 func TestProbeSweep(t *testing.T) {
 	s, addr := serveHoldingServer(t, time.Hour)
 	c, d := openDuplex(t, addr), openDuplex(t, addr)
 	c.ping(grpcGoProbe)
 	d.ping(grpcGoProbe)
 	waitHeld(t, s, 2)
-	h2grpc.SweepProbes(s, time.Hour)
+	h2grpc.SweepProbes(s)
 	if n := h2grpc.ProbesHeld(s); n != 2 || !h2grpc.ProbeSweepArmed(s) {
 		t.Fatalf("after a sweep with nothing due: %d answers held, want 2; next sweep armed: %v",
 			n, h2grpc.ProbeSweepArmed(s))
 	}
-	h2grpc.SweepProbes(s, 0)
-	c.expect("a probe, then a sweep with it due", grpcGoProbe)
-	d.expect("a probe, then a sweep with it due", grpcGoProbe)
+	h2grpc.SweepProbes(s)
+	c.expect("a probe, then two sweeps", grpcGoProbe)
+	d.expect("a probe, then two sweeps", grpcGoProbe)
 	if n := h2grpc.ProbesHeld(s); n != 0 {
 		t.Fatalf("after the answers went, %d held", n)
 	}
