@@ -26,6 +26,7 @@ import (
 	"github.com/xdsd/xdsd/examples"
 	"github.com/xdsd/xdsd/fileout"
 	"github.com/xdsd/xdsd/h2grpc"
+	"github.com/xdsd/xdsd/heaptrim"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
@@ -188,7 +189,7 @@ func Run(ctx context.Context, o Options) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		trimHeap(ctx, d.log, d.server)
+		heaptrim.Run(ctx, d.log, d.server)
 	}()
 	wg.Add(1)
 	go func() {

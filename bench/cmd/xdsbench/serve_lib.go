@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/h2grpc"
+	"github.com/xdsd/xdsd/heaptrim"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -17,7 +19,7 @@ import (
 // change, re-encodes only the changed endpoint sets and publishes a whole new
 // snapshot of all resources; the cache works out what changed. It serves on
 // xdsd's own transport, as xdsd serve does, or with -transport grpc-go on
-// grpc-go's.
+// grpc-go's, and runs the heap trimmer (heaptrim) beside it.
 func serveXDSDLib(args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve-xdsd-lib", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -73,5 +75,16 @@ func serveXDSDLib(args []string, stderr io.Writer) int {
 		}
 		return publish()
 	}
-	return serveUnderTest(sf, gs, srv.Register, change, stderr)
+	// The heap trimmer, as README.md recommends to programs that embed the
+	// server (xdsd serve runs the same one).
+	ctx, stopTrim := context.WithCancel(context.Background())
+	trimmed := make(chan struct{})
+	go func() {
+		defer close(trimmed)
+		heaptrim.Run(ctx, nil, srv)
+	}()
+	code := serveUnderTest(sf, gs, srv.Register, change, stderr)
+	stopTrim()
+	<-trimmed
+	return code
 }

@@ -1,4 +1,21 @@
-package daemon
+// Package heaptrim returns the heap an xDS server freed after a burst to
+// the operating system: the trimmer that xdsd serve runs, for programs that
+// embed xdsd's server.
+//
+// Go keeps freed heap pages until the heap goal says it may need them
+// again, and that goal counts goroutine stacks: after thousands of clients
+// connect at once, the garbage of their initial sync stays resident for as
+// long as they stay idle, often as much again as the live heap. The trimmer
+// gives it back once the burst is over, as Envoy's shrink_heap overload
+// action does for its own heap: it looks at the runtime's heap statistics
+// every 50 ms and, once garbage shows and the process is quiet, runs two
+// collections and debug.FreeOSMemory; after the first trim, outside a
+// sync, trims take at most a twentieth of the process's CPU (see trimmer).
+// It acts on the whole process, so a program runs it once, whatever the
+// number of servers in it:
+//
+//	go heaptrim.Run(ctx, logger, srv) // srv is a *server.Server
+package heaptrim
 
 import (
 	"context"
@@ -9,14 +26,6 @@ import (
 	"time"
 )
 
-// Returning freed heap to the operating system after a burst.
-//
-// Go keeps freed heap pages until the heap goal says it may need them
-// again, and that goal counts goroutine stacks: after thousands of clients
-// connect at once, the garbage of their initial sync stays resident for as
-// long as they stay idle, often as much again as the live heap. The trimmer
-// gives it back once the burst is over, as Envoy's shrink_heap overload
-// action does for its own heap.
 const (
 	trimEvery         = 50 * time.Millisecond // how often the heap is looked at
 	trimLooks         = 2                     // quiet looks in a row before a trim: 100 ms
@@ -30,9 +39,9 @@ const (
 	trimJoined        = 64                    // streams opened since a trim, or awaiting replies at it, that make a sync
 )
 
-// clients is what the trimmer asks of the server about its clients
-// (*server.Server has both).
-type clients interface {
+// Clients is what the trimmer asks of the server about its clients, to
+// tell a sync from pushes to the clients it has (*server.Server has both).
+type Clients interface {
 	// AwaitingReplies returns how many responses their clients have yet to
 	// answer.
 	AwaitingReplies() int64
@@ -40,9 +49,16 @@ type clients interface {
 	StreamsOpened() uint64
 }
 
-// trimHeap returns freed heap to the operating system whenever a trimmer
-// says so, looking every trimEvery, and returns when ctx ends. c may be nil.
-func trimHeap(ctx context.Context, log *slog.Logger, c clients) {
+// Run returns freed heap to the operating system whenever a trimmer says
+// so, looking every trimEvery, and returns when ctx ends. It logs each trim
+// at debug level to log, if log is not nil. c may be nil; then the trimmer
+// cannot tell a sync: after the first trim, each waits out the rate limit,
+// as after pushes, and a quiet spell in the middle of a sync may be taken
+// for its end.
+func Run(ctx context.Context, log *slog.Logger, c Clients) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	samples := []metrics.Sample{
 		{Name: "/memory/classes/heap/free:bytes"},
 		{Name: "/memory/classes/heap/objects:bytes"},

@@ -1,4 +1,4 @@
-package daemon
+package heaptrim
 
 import (
 	"context"
@@ -73,7 +73,7 @@ func trimUntil(t *testing.T, done func() bool, what func() string) {
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		trimHeap(ctx, slog.New(slog.DiscardHandler), nil)
+		Run(ctx, slog.New(slog.DiscardHandler), nil)
 	}()
 	defer func() {
 		cancel()
