@@ -13,7 +13,6 @@ import (
 // the process, until it stops serving.
 func ExampleRun() {
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
 	srv := server.New(cache.New(nil), server.Config{})
 	done := make(chan struct{})
 	go func() {
@@ -23,4 +22,5 @@ func ExampleRun() {
 	// ... register srv on a gRPC server and serve, until the program ends ...
 	stop()
 	<-done
+	// Output:
 }

@@ -7,14 +7,25 @@
 // connect at once, the garbage of their initial sync stays resident for as
 // long as they stay idle, often as much again as the live heap. The trimmer
 // gives it back once the burst is over, as Envoy's shrink_heap overload
-// action does for its own heap: it looks at the runtime's heap statistics
-// every 50 ms and, once garbage shows and the process is quiet, runs two
-// collections and debug.FreeOSMemory; after the first trim, outside a
-// sync, trims take at most a twentieth of the process's CPU (see trimmer).
-// It acts on the whole process, so a program runs it once, whatever the
-// number of servers in it:
+// action does for its own heap. It reads the runtime's heap statistics
+// every 50 ms; once garbage shows and the process has been quiet for 100 ms
+// (a second while clients have responses to answer), it runs a collection,
+// then debug.FreeOSMemory, which collects again and returns the free pages.
+// After the first, a trim in a sync (clients joining) comes once a heap's
+// worth has been allocated since the last; other trims come at least a
+// second and twenty times the last one's cost apart, so that they take at
+// most a twentieth of one core.
 //
-//	go heaptrim.Run(ctx, logger, srv) // srv is a *server.Server
+// It acts on the whole process: a program runs one, and with several
+// servers passes a Clients that sums theirs (or nil). It runs until its
+// context ends:
+//
+//	ctx, stop := context.WithCancel(context.Background())
+//	done := make(chan struct{})
+//	go func() { defer close(done); heaptrim.Run(ctx, logger, srv) }() // srv: a *server.Server
+//	// ... serve ...
+//	stop()
+//	<-done
 package heaptrim
 
 import (
@@ -49,8 +60,8 @@ type Clients interface {
 	StreamsOpened() uint64
 }
 
-// Run returns freed heap to the operating system whenever a trimmer says
-// so, looking every trimEvery, and returns when ctx ends. It logs each trim
+// Run returns freed heap to the operating system after bursts, as the
+// package says, looking every 50 ms, and returns when ctx ends. It logs each trim
 // at debug level to log, if log is not nil. c may be nil; then the trimmer
 // cannot tell a sync: after the first trim, each waits out the rate limit,
 // as after pushes, and a quiet spell in the middle of a sync may be taken

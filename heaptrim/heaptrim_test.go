@@ -20,7 +20,7 @@ func heapFree() uint64 {
 
 var sink [][]byte
 
-func TestTrimHeapReturnsFreedMemory(t *testing.T) {
+func TestRunReturnsFreedMemory(t *testing.T) {
 	for range 96 {
 		sink = append(sink, make([]byte, 1<<20))
 	}
@@ -40,11 +40,11 @@ func heapObjects() uint64 {
 	return s[0].Value.Uint64()
 }
 
-// TestTrimHeapReturnsPooledMemory checks that a trim also returns what
+// TestRunReturnsPooledMemory checks that a trim also returns what
 // sync.Pools held: a transport's buffers, put back at the end of a burst
 // (thousands of clients' first requests), survive one collection in the
 // pools' victim caches.
-func TestTrimHeapReturnsPooledMemory(t *testing.T) {
+func TestRunReturnsPooledMemory(t *testing.T) {
 	// No collection but the trimmer's: one run by the runtime would count
 	// the pool's buffers live (in its victim cache) until the next.
 	defer debug.SetGCPercent(debug.SetGCPercent(-1))

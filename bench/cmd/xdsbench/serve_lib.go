@@ -83,8 +83,9 @@ func serveXDSDLib(args []string, stderr io.Writer) int {
 		defer close(trimmed)
 		heaptrim.Run(ctx, nil, srv)
 	}()
-	code := serveUnderTest(sf, gs, srv.Register, change, stderr)
-	stopTrim()
-	<-trimmed
-	return code
+	defer func() {
+		stopTrim()
+		<-trimmed
+	}()
+	return serveUnderTest(sf, gs, srv.Register, change, stderr)
 }
