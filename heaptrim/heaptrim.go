@@ -61,11 +61,11 @@ type Clients interface {
 }
 
 // Run returns freed heap to the operating system after bursts, as the
-// package says, looking every 50 ms, and returns when ctx ends. It logs each trim
-// at debug level to log, if log is not nil. c may be nil; then the trimmer
-// cannot tell a sync: after the first trim, each waits out the rate limit,
-// as after pushes, and a quiet spell in the middle of a sync may be taken
-// for its end.
+// package says, looking every 50 ms, and returns when ctx ends. It logs
+// each trim at debug level to log, if log is not nil. c may be nil; then
+// the trimmer cannot tell a sync: after the first trim, each waits out the
+// rate limit, as after pushes, and a quiet spell in the middle of a sync
+// may be taken for its end.
 func Run(ctx context.Context, log *slog.Logger, c Clients) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
