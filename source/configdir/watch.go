@@ -29,7 +29,8 @@ const (
 const WriteWait = 10 * time.Second
 
 // RootRetry is how often Watch looks for its directory while it is gone
-// (removed, or renamed away with nothing put in its place yet).
+// (removed, or renamed away with nothing put in its place yet), or not
+// there yet when Watch starts.
 const RootRetry = time.Second
 
 // writeWait is WriteWait; tests shorten it.
@@ -42,7 +43,9 @@ var writeWait = WriteWait
 // read the directory (not one that finds problems in its files), or an
 // error from the file watcher (events lost), makes the next load, on the
 // next event, walk the whole directory: a file that stays unreadable then
-// fails every load until it is mended.
+// fails every load until it is mended. A directory that is not there (at
+// the start, or later) is looked for every RootRetry, and loaded and
+// watched once it is.
 //
 // Files named with a leading "." are a writer's temporary files and are
 // ignored, except a symbolic link: a change of one (a Kubernetes ConfigMap
@@ -59,7 +62,12 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	}
 	l.watched = true
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
-	w.load()
+	if _, err := os.Stat(dir); err != nil {
+		w.rewatch = true // not there yet: looked for every RootRetry, as if it went
+	}
+	if wait := w.load(); wait > 0 {
+		w.schedule(wait)
+	}
 	for {
 		select {
 		case <-ctx.Done():

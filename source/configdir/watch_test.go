@@ -457,6 +457,22 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 	})
 }
 
+// TestWatchDirectoryMadeLater: a directory that is not there when Watch
+// starts is reported, then loaded and watched once it is made.
+func TestWatchDirectoryMadeLater(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "conf")
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if _, err := w.next(t); err == nil {
+			t.Fatal("a directory that is not there loaded")
+		}
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}))
+		write(t, dir, "a.yaml", clusterYAML("a", 2)) // watched now
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
+}
+
 // TestWatchReturnsWhenWatcherStops: a file watcher that fails for good
 // ends Watch with an error rather than leaving it deaf.
 func TestWatchReturnsWhenWatcherStops(t *testing.T) {
