@@ -77,9 +77,11 @@ type Config struct {
 	// LegacyWildcard sends a SotW subscription to nothing but the
 	// wildcard as an empty resource_names list, the legacy form of the
 	// wildcard (PROTOCOL S8), instead of "*", for as long as the stream
-	// has asked for nothing else. Some servers, such as go-control-plane
-	// v0.14's SotW snapshot cache, take "*" for a resource name. Delta is
-	// unaffected.
+	// has asked for nothing else, for the types that have that form
+	// (listeners, clusters and scoped routes: for the others an empty
+	// list asks for nothing, and "*" is sent). Some servers, such as
+	// go-control-plane v0.14's SotW snapshot cache, take "*" for a
+	// resource name. Delta is unaffected.
 	LegacyWildcard bool
 
 	// REST is the base URL of a REST-JSON xDS server, such as

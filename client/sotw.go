@@ -30,7 +30,7 @@ func (s *stream) sendSotW(ts *typeState, nack error) {
 	}
 	ts.onlyWildcard = ts.onlyWildcard && len(names) == 1 && names[0] == "*"
 	wire := names
-	if ts.onlyWildcard && s.c.cfg.LegacyWildcard {
+	if ts.onlyWildcard && s.c.cfg.LegacyWildcard && ts.info.wildcard {
 		wire = nil // the legacy wildcard (PROTOCOL S8)
 	}
 	s.send(func(first bool) ([]byte, error) {

@@ -52,7 +52,9 @@ type typeInfo struct {
 	// fullState: SotW responses carry every resource (Listener, Cluster);
 	// one missing is deleted (C3).
 	fullState bool
-	msg       protoreflect.MessageType
+	// wildcard: an empty SotW subscription means "*" (PROTOCOL S8).
+	wildcard bool
+	msg      protoreflect.MessageType
 }
 
 // lookupType returns the type for url: xdsd's registry for the flags, the
@@ -64,7 +66,7 @@ func lookupType(url string) (*typeInfo, error) {
 	}
 	ti := &typeInfo{url: url, msg: mt}
 	if t := resource.Lookup(url); t != nil {
-		ti.fullState = t.FullState
+		ti.fullState, ti.wildcard = t.FullState, t.Wildcard
 	}
 	return ti, nil
 }

@@ -170,8 +170,9 @@ func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*s
 		ADS:         f.ads,
 		Delta:       f.delta,
 		WatchExpiry: expiry,
-		// An empty list means wildcard to every server (go-control-plane's
-		// snapshot cache takes an explicit "*" for a name).
+		// For listeners and clusters an empty list means the wildcard to
+		// every server (go-control-plane's snapshot cache takes an explicit
+		// "*" for a name); for the other types the client sends "*".
 		LegacyWildcard: true,
 	})
 	if err != nil {
