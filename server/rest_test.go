@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,6 +137,11 @@ func TestREST(t *testing.T) {
 		}
 		if code, body := restPost(t, hs.URL+"/v3/discovery:clusters", nack()); code != http.StatusNotModified {
 			t.Fatalf("NACK of the current version: status %d (%s), want 304 after the wait", code, body)
+		}
+		var metrics strings.Builder
+		srv.WritePrometheus(&metrics)
+		if want := `xdsd_nacks_total{type="cds"} 1`; !strings.Contains(metrics.String(), want) {
+			t.Errorf("metrics lack %s:\n%s", want, metrics.String())
 		}
 		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Cluster("d"), rawxds.Endpoints("a", 1)))
 		code, body := restPost(t, hs.URL+"/v3/discovery:clusters", nack())

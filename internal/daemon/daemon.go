@@ -306,7 +306,11 @@ func (d *Daemon) apply(res *configdir.Result) {
 	for _, keys := range changes {
 		n += len(keys)
 	}
-	d.log.Info("configuration loaded", "resources", len(res.Resources), "files", res.Files,
+	resources := len(res.Resources)
+	for _, sc := range res.Scoped {
+		resources += len(sc.Resources)
+	}
+	d.log.Info("configuration loaded", "resources", resources, "files", res.Files,
 		"files_read", res.Reread, "changed", n, "publish", time.Since(start))
 	d.writeFiles()
 }
@@ -333,7 +337,11 @@ func (d *Daemon) reject(err error) {
 	d.reloads.failed++
 	d.lastErr, d.lastErrAt = err, time.Now()
 	d.mu.Unlock()
-	d.log.Error("configuration rejected; still serving the last good one", "error", err)
+	if d.loaded.Load() {
+		d.log.Error("configuration rejected; still serving the last good one", "error", err)
+	} else {
+		d.log.Error("configuration rejected; none loaded yet, serving nothing", "error", err)
+	}
 }
 
 // grpcServer is the gRPC server the daemon runs: *h2grpc.Server or

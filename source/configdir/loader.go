@@ -100,6 +100,9 @@ type Result struct {
 // Load.
 func NewLoader(dir string) *Loader { return NewFSLoader(os.DirFS(dir), dir) }
 
+// errNoDir is the error of a load that finds no directory.
+var errNoDir = errors.New("no such directory")
+
 // NewFSLoader returns a loader for a file system (an embedded
 // configuration, say); name is how errors refer to it. The loader reads
 // several files of fsys at once.
@@ -131,6 +134,9 @@ func (l *Loader) Load() (*Result, error) {
 	seen := make(map[string]bool)
 	var stale []*reading
 	err := fs.WalkDir(l.fsys, ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil && rel == "." && errors.Is(err, fs.ErrNotExist) {
+			return errNoDir
+		}
 		if err != nil {
 			return err
 		}
