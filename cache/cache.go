@@ -153,7 +153,8 @@ func (c *Cache) Groups() []string {
 }
 
 // Watch registers a watcher on the node's group. The watcher starts with the
-// group's current snapshot (if any) and every type marked as changed. Call
+// group's current snapshot (if any) and nothing pending: its first Take
+// reports no change, and a new stream evaluates every type itself. Call
 // Close when done.
 func (c *Cache) Watch(n *corev3.Node) *Watcher {
 	w := &Watcher{kick: make(chan struct{}, 1)}

@@ -215,7 +215,8 @@ func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
 // Memo returns the value memoized under key, calling build to make it the
 // first time. It lets users of a snapshot share data derived from it (it
 // is dropped with the snapshot); build must depend only on the snapshot
-// and key. Safe for concurrent use.
+// and key. Safe for concurrent use: callers that race to make the value
+// may each run build, and all get the one value kept.
 func (s *Snapshot) Memo(key any, build func() any) any {
 	if v, ok := s.memo.Load(key); ok {
 		return v

@@ -44,7 +44,8 @@ type Config struct {
 	// Node identifies the client to the server. Nil means an empty node.
 	// The client adds the client features
 	// "xds.config.supports-resource-ttl" and
-	// "xds.config.supports-resource-in-sotw" to a copy.
+	// "xds.config.supports-resource-in-sotw" to a copy, and the user agent
+	// name "xdsd-client" if it has none.
 	Node *corev3.Node
 	// Server is the management server's address, given to the transport.
 	Server string
@@ -65,8 +66,9 @@ type Config struct {
 	WatchExpiry time.Duration
 	// Backoff returns how long to wait before reconnecting after the
 	// retry'th consecutive failure (retry counts from 0). Nil means a
-	// jittered exponential backoff from 1 s to 30 s (DefaultBackoff). The
-	// count starts again from 0 after a stream that received a response.
+	// jittered exponential backoff, 0.5–1 s at first and 15–30 s at most
+	// (DefaultBackoff). The count starts again from 0 after a stream that
+	// received a response.
 	Backoff func(retry int) time.Duration
 	// Validate, if set, is called for every resource of every response
 	// before it is accepted; an error rejects (NACKs) the whole response,
@@ -100,8 +102,8 @@ type Config struct {
 	// and every atomic replacement of it; a file that cannot be read or
 	// decoded, or that Validate rejects, leaves the last valid resources
 	// in force and is reported to OnError. There is no ACK or NACK on
-	// this path. Server, Transport, DialOptions, REST and ADS are
-	// ignored, and Delta must be false.
+	// this path. Server, Transport, DialOptions and ADS are ignored;
+	// Delta must be false, and REST empty (one source or the other).
 	File string
 }
 

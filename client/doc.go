@@ -2,7 +2,8 @@
 // management server over ADS or per-type streams, state of the world (SotW)
 // or incremental (delta), and tells a Watcher about updates, errors and
 // resources that do not exist. It implements the client requirements C1 to
-// C6 of xdsd's protocol specification (../shared/spec/PROTOCOL.md):
+// C8 of xdsd's protocol specification (PROTOCOL.md, the numbered list of
+// xDS requirements the project tests against):
 //
 //   - C1: every response is ACKed or NACKed; Config.Validate decides, and a
 //     rejected response leaves the last valid resources in force.

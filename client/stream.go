@@ -133,8 +133,9 @@ func (s *stream) run(ctx context.Context) {
 	}
 }
 
-// failed reports a failed attempt and returns the backoff timer; after a
-// stream that received responses it retries at once.
+// failed reports a failed attempt and returns the backoff timer for the
+// count of attempts, which the caller resets after a stream that received
+// responses (so that it waits Backoff(0)).
 func (s *stream) failed(err error) <-chan time.Time {
 	if !s.outageReported {
 		s.outageReported = true

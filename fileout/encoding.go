@@ -123,8 +123,9 @@ func (e Encoding) Marshal(resp *discovery.DiscoveryResponse) ([]byte, error) {
 	return nil, fmt.Errorf("unknown file encoding %q", string(e))
 }
 
-// Unmarshal decodes a response. Unknown fields are an error, as they are
-// for Envoy.
+// Unmarshal decodes a response. In JSON, YAML and text, unknown fields are
+// an error, as they are for Envoy; the binary encoding keeps them, as
+// protobuf decoding does.
 func (e Encoding) Unmarshal(data []byte) (*discovery.DiscoveryResponse, error) {
 	resp := new(discovery.DiscoveryResponse)
 	var err error

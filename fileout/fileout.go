@@ -13,7 +13,9 @@
 // file in the same directory, whose name starts with ".", which is then
 // renamed into place, so a watcher never reads half a file. A file whose
 // content would not change is not touched, so Envoy sees no spurious
-// update, even after xdsd restarts. There is no ACK or NACK on this path:
+// update, even after xdsd restarts (with the text encoding, whose output
+// may differ between builds, a new binary may rewrite them once). There is
+// no ACK or NACK on this path:
 // Envoy keeps its last valid configuration when it rejects a file.
 //
 // Envoy's EDS, RDS, SDS, RTDS and ECDS subscriptions take exactly one

@@ -9,10 +9,11 @@
 // goroutine besides each stream's handler (grpc-go adds a writer and a
 // keepalive goroutine), no write queue (a send writes the socket itself,
 // without waking another goroutine), and no buffer held while the
-// connection is idle. Two extensions let a handler go further: it may take
-// messages on the connection's reader goroutine without being woken
-// (InlineReceiver), and send a message from encoded parts it keeps,
-// without the codec (PartsSender).
+// connection is idle. Three extensions let a handler go further: it may
+// take messages on the connection's reader goroutine without being woken
+// (InlineReceiver), have the messages that wait for it kept smaller
+// (Shrinker), and send a message from encoded parts it keeps, without the
+// codec (PartsSender).
 //
 // It implements what gRPC clients use: HEADERS and CONTINUATION, DATA with
 // flow control both ways, SETTINGS, PING, WINDOW_UPDATE, RST_STREAM and
@@ -23,8 +24,8 @@
 // is found by TCP keepalive and by failed writes). Clients' pings are
 // limited as grpc-go limits them (Options.MinPingInterval); the answer to
 // grpc-go's bandwidth probe waits for the next frames written, up to 10 to
-// 20 seconds, and goes with them rather than in a write of its own (see
-// holdProbeAck).
+// 20 seconds, and goes with them rather than in a write of its own: the
+// client then probes every other response instead of every one.
 package h2grpc
 
 import (
@@ -73,8 +74,8 @@ type Options struct {
 	// PermitWithoutStream). 0 means 5 minutes, grpc-go's default;
 	// negative turns the check off.
 	MinPingInterval time.Duration
-	// Logger receives connection errors at Debug level; nil means
-	// slog.Default().
+	// Logger receives connection errors at Debug level, and failed
+	// accepts (retried) at Warn; nil means slog.Default().
 	Logger *slog.Logger
 }
 

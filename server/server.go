@@ -7,7 +7,7 @@
 // timer starts a goroutine of the stream's for as long as it takes to push.
 // Publishing a snapshot never blocks on a stream: a client that stops
 // reading delays nobody else. Streams that hold every resource of a type at
-// its current version share one record of it (see shared.go). Each type has at most one un-ACKed response in flight per
+// its current version share one record of it. Each type has at most one un-ACKed response in flight per
 // stream; newer states coalesce while it waits. A NACKed version is recorded
 // (see Server.Status) and not sent again.
 //

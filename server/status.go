@@ -17,7 +17,9 @@ type StreamStatus struct {
 	// ID identifies the stream within the server.
 	ID uint64
 	// Node is the node of the stream's first request (nil until then),
-	// without its extensions (see keptNode). It is shared: do not change it.
+	// without its extensions (the list of every extension an Envoy was
+	// built with, which the server has no use for). It is shared: do not
+	// change it.
 	Node *corev3.Node
 	// Variant is "ads" or a type's short name, plus "/sotw" or "/delta".
 	Variant string

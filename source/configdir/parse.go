@@ -38,6 +38,7 @@ type Problem struct {
 	Reason string
 }
 
+// String is the problem as its file, resource and reason: one line.
 func (p Problem) String() string {
 	if p.Resource == "" {
 		return p.File + ": " + p.Reason
@@ -50,6 +51,7 @@ type Error struct {
 	Problems []Problem
 }
 
+// Error lists the problems, one per line.
 func (e *Error) Error() string {
 	lines := make([]string, len(e.Problems))
 	for i, p := range e.Problems {
