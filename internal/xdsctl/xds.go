@@ -170,9 +170,10 @@ func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*s
 		ADS:         f.ads,
 		Delta:       f.delta,
 		WatchExpiry: expiry,
-		// For listeners, clusters and scoped routes an empty list means the wildcard to
-		// every server (go-control-plane's snapshot cache takes an explicit
-		// "*" for a name); for the other types the client sends "*".
+		// For listeners, clusters and scoped routes an empty list means
+		// the wildcard to every server (go-control-plane's snapshot cache
+		// takes an explicit "*" for a name); for the other types the
+		// client sends "*".
 		LegacyWildcard: true,
 	})
 	if err != nil {
