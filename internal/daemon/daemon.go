@@ -306,11 +306,7 @@ func (d *Daemon) apply(res *configdir.Result) {
 	for _, keys := range changes {
 		n += len(keys)
 	}
-	resources := len(res.Resources)
-	for _, sc := range res.Scoped {
-		resources += len(sc.Resources)
-	}
-	d.log.Info("configuration loaded", "resources", resources, "files", res.Files,
+	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
 		"files_read", res.Reread, "changed", n, "publish", time.Since(start))
 	d.writeFiles()
 }

@@ -58,10 +58,6 @@ func Validate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "xdsctl validate:", err)
 		return exitFail
 	}
-	n := len(res.Resources)
-	for _, sc := range res.Scoped {
-		n += len(sc.Resources)
-	}
-	fmt.Fprintf(stdout, "ok: %d resources in %d files\n", n, res.Files)
+	fmt.Fprintf(stdout, "ok: %d resources in %d files\n", res.Count(), res.Files)
 	return exitOK
 }

@@ -140,6 +140,16 @@ func (r *Result) GroupResources(group string) []*resource.Resource {
 	return out
 }
 
+// Count returns the number of resources the configuration defines, with
+// and without a selector.
+func (r *Result) Count() int {
+	n := len(r.Resources)
+	for _, sc := range r.Scoped {
+		n += len(sc.Resources)
+	}
+	return n
+}
+
 // Scoped is the resources of one document with a selector.
 type Scoped struct {
 	Selector  *Selector
