@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 )
 
 // GroupFunc maps a node to the name of the group whose snapshot it is served
@@ -22,8 +23,8 @@ type BuildFunc func(group string) *Snapshot
 // Cache holds one snapshot per node group and the watchers of each group.
 type Cache struct {
 	mu      sync.Mutex // guards the fields below
-	groupOf GroupFunc
-	build   BuildFunc // nil: groups get snapshots only from SetSnapshot
+	groupOf GroupFunc  // nil: DefaultGroup, without looking at nodes
+	build   BuildFunc  // nil: groups get snapshots only from SetSnapshot
 	groups  map[string]*group
 }
 
@@ -35,9 +36,6 @@ type group struct {
 // New returns an empty cache. A nil groupOf means DefaultGroup. groupOf is
 // called with the cache's lock held: it must not call the cache.
 func New(groupOf GroupFunc) *Cache {
-	if groupOf == nil {
-		groupOf = DefaultGroup
-	}
 	return &Cache{groupOf: groupOf, groups: make(map[string]*group)}
 }
 
@@ -45,7 +43,24 @@ func New(groupOf GroupFunc) *Cache {
 func (c *Cache) GroupOf(n *corev3.Node) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.groupOf == nil {
+		return ""
+	}
 	return c.groupOf(n)
+}
+
+// groupOfLocked returns w's group under the grouping in force. A watcher
+// of an encoded node has it decoded only here, the first time a grouping
+// other than the default asks (and keeps it for the next).
+func (c *Cache) groupOfLocked(w *Watcher) string {
+	if c.groupOf == nil {
+		return ""
+	}
+	if w.node == nil {
+		w.node = new(corev3.Node)
+		_ = proto.Unmarshal(w.raw, w.node) // WatchEncoded's caller checked it; Watch's nil node is empty
+	}
+	return c.groupOf(w.node)
 }
 
 // SetGrouping replaces the node → group function and the builder of
@@ -54,15 +69,12 @@ func (c *Cache) GroupOf(n *corev3.Node) string {
 // forgets groups that no watcher uses. Call it when the rules that decide
 // groups change; a nil groupOf means DefaultGroup.
 func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
-	if groupOf == nil {
-		groupOf = DefaultGroup
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.groupOf, c.build = groupOf, build
 	for name, g := range c.groups {
 		for w := range g.watchers {
-			next := groupOf(w.node)
+			next := c.groupOfLocked(w)
 			if next == name {
 				continue
 			}
@@ -175,13 +187,24 @@ func (c *Cache) WatchFunc(n *corev3.Node, onChange func()) *Watcher {
 	return w
 }
 
-// watch registers w for n's group and reports whether the group already
-// has a snapshot.
+// WatchEncoded is WatchFunc for a node given by its protobuf encoding,
+// which must decode (the caller checks it) and is kept as it is: the
+// caller must not change it. The node is decoded only when a grouping
+// other than the default asks, so that the watchers of a server with no
+// grouping keep a few hundred bytes each rather than a decoded node of
+// some dozens of allocations.
+func (c *Cache) WatchEncoded(node []byte, onChange func()) *Watcher {
+	w := &Watcher{onChange: onChange, raw: node}
+	c.watch(w, nil)
+	return w
+}
+
+// watch registers w for n's group (w.raw's if n is nil) and reports whether the group already has a snapshot.
 func (c *Cache) watch(w *Watcher, n *corev3.Node) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w.cache, w.node = c, n
-	w.group = c.groupOf(n)
+	w.group = c.groupOfLocked(w)
 	g := c.builtGroupLocked(w.group)
 	g.watchers[w] = struct{}{}
 	w.snap = g.snap

@@ -17,8 +17,11 @@ const maxPending = 16
 // changed since the stream last looked. The cache writes to it without
 // blocking; the stream reads it (Take) under its own lock.
 type Watcher struct {
-	cache *Cache        // read-only after Watch
-	node  *corev3.Node  // read-only after Watch
+	cache *Cache // read-only after Watch
+	// node is the node (nil until a grouping needs it decoded from raw,
+	// see WatchEncoded), guarded by cache.mu; raw is read-only.
+	node  *corev3.Node
+	raw   []byte
 	group string        // guarded by cache.mu
 	kick  chan struct{} // nil when onChange is set
 	// onChange, when set, is called instead of signalling kick.

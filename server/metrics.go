@@ -44,7 +44,7 @@ func (h *histogram) observe(d time.Duration) {
 func (s *Server) WritePrometheus(w io.Writer) {
 	streams := map[string]int{}
 	types := map[[2]string]int{}
-	for _, st := range s.Status() {
+	for _, st := range s.status.snapshot(false) { // the nodes are not needed
 		streams[st.Variant]++
 		for _, ts := range st.Types {
 			types[[2]string{st.Variant, resource.Lookup(ts.TypeURL).Short}]++

@@ -4,6 +4,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -155,4 +156,64 @@ func appendNodeWithoutExtensions(dst, node []byte) []byte {
 		b = b[n:]
 	}
 	return dst
+}
+
+// requestNode is a request's node as our codec leaves it: cut out of the
+// request before decoding, so that only a stream's first node is decoded
+// (an Envoy repeats its node in every request), and kept as its encoding.
+type requestNode struct {
+	// known is the encoding of the node the stream keeps (nil before its
+	// first request), set before decoding.
+	known []byte
+	// raw and msg are a node the stream does not know yet: its encoding
+	// without its extensions (a copy), and raw decoded. Both are nil if the
+	// request has no node, or the node the stream keeps.
+	raw []byte
+	msg *corev3.Node
+}
+
+// take checks node, the encoding of the request's node as received: unless
+// it is, but for its extensions, the node the stream keeps, it must decode
+// without its extensions (the extensions are skipped, not checked), and
+// it is kept in raw and msg.
+func (r *requestNode) take(node []byte) error {
+	if r.known != nil && sameButExtensions(node, r.known) {
+		return nil
+	}
+	kept, _ := nodeWithoutExtensions(node) // node itself if it does not parse: decoding then fails
+	msg := new(corev3.Node)
+	if err := proto.Unmarshal(kept, msg); err != nil {
+		return err
+	}
+	r.raw, r.msg = append([]byte{}, kept...), msg // never nil: a node that has no field is still a node
+	return nil
+}
+
+// sameButExtensions reports whether node, an encoded Node, is known but for
+// its extensions fields: known's fields in the same order and encoding.
+func sameButExtensions(node, known []byte) bool {
+	for b := node; len(b) > 0; {
+		num, _, n := protowire.ConsumeField(b)
+		if n < 0 {
+			return false
+		}
+		if num != nodeExtensions.Number() {
+			if len(known) < n || string(known[:n]) != string(b[:n]) {
+				return false
+			}
+			known = known[n:]
+		}
+		b = b[n:]
+	}
+	return len(known) == 0
+}
+
+// encodeNode returns the encoding of a node a stream keeps (see keptNode),
+// for a request that another codec decoded whole; never nil.
+func encodeNode(n *corev3.Node) []byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(n) // a decoded message encodes
+	if b == nil {
+		b = []byte{}
+	}
+	return b
 }

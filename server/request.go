@@ -28,9 +28,10 @@ const (
 // (often thousands of names) need not be decoded again; with any other
 // codec it is decoded into msg as usual.
 type sotwRequest struct {
-	msg discovery.DiscoveryRequest
-	raw []byte     // set by Codec instead of decoding
-	buf mem.Buffer // holds raw, from gRPC's buffer pool: see release
+	msg  discovery.DiscoveryRequest
+	raw  []byte      // set by Codec instead of decoding
+	buf  mem.Buffer  // holds raw, from gRPC's buffer pool: see release
+	node requestNode // the node, which decode leaves out of msg
 }
 
 // release gives raw's buffer back to gRPC's pool once the request is
@@ -46,8 +47,7 @@ func (r *sotwRequest) release() {
 func (r *sotwRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
 
 // deltaRequest receives an incremental request. With Codec installed it
-// is decoded without its node's extensions (see withoutNodeExtensions),
-// and each subscribed name that snap has is snap's own string rather than
+// is decoded without its node, which node takes (see requestNode), and each subscribed name that snap has is snap's own string rather than
 // a copy: a client's first subscription names every cluster, and a string
 // per name per client was the largest part of what an initial sync
 // allocated. With any other codec it is decoded into msg as usual.
@@ -57,6 +57,7 @@ type deltaRequest struct {
 	// stream's latest snapshot (nil: none yet) and its only type, if any.
 	snap *cache.Snapshot
 	only *resource.Type
+	node requestNode // the node, which msg does not hold
 }
 
 // ProtoReflect lets codecs other than ours decode into msg.
@@ -65,39 +66,55 @@ func (r *deltaRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoR
 // Field numbers of DeltaDiscoveryRequest's resource_names_subscribe.
 const deltaReqSubscribeField = 3
 
-// decode fills r.msg from an encoded request.
+// decode fills r.msg from an encoded request, but for its node, which
+// r.node takes (see requestNode) rather than r.msg.
 func (r *deltaRequest) decode(raw []byte) error {
-	raw = withoutNodeExtensions(raw, deltaReqNodeField)
-	count, typeURL := 0, []byte(nil)
+	count, nodes, typeURL, node := 0, 0, []byte(nil), []byte(nil)
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeField(b)
 		if n < 0 {
 			return proto.Unmarshal(raw, &r.msg) // fails as it should
 		}
-		if typ == protowire.BytesType && (num == deltaReqSubscribeField || num == deltaReqTypeURLField) {
+		if typ == protowire.BytesType {
 			_, _, tagLen := protowire.ConsumeTag(b)
 			v, _ := protowire.ConsumeBytes(b[tagLen:n])
-			if num == deltaReqTypeURLField {
+			switch num {
+			case deltaReqTypeURLField:
 				typeURL = v // the last one counts
-			} else {
+			case deltaReqSubscribeField:
 				count++
+			case deltaReqNodeField:
+				node = v
+				nodes++
 			}
 		}
 		b = b[n:]
 	}
-	if count == 0 {
+	if nodes > 1 { // protobuf merges them: left to it
+		return proto.Unmarshal(withoutNodeExtensions(raw, deltaReqNodeField), &r.msg)
+	}
+	if nodes == 1 {
+		if err := r.node.take(node); err != nil {
+			return err
+		}
+	} else if count == 0 {
 		return proto.Unmarshal(raw, &r.msg)
 	}
-	t := r.only
-	if t == nil {
-		t = resource.Lookup(string(typeURL))
+	var t *resource.Type
+	if count > 0 {
+		if t = r.only; t == nil {
+			t = resource.Lookup(string(typeURL))
+		}
 	}
 	names := make([]string, 0, count)
-	var rest []byte // raw without the names
+	var rest []byte // raw without the names and the node
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeField(b)
 		field := b[:n]
 		b = b[n:]
+		if typ == protowire.BytesType && num == deltaReqNodeField {
+			continue
+		}
 		if num != deltaReqSubscribeField || typ != protowire.BytesType {
 			rest = append(rest, field...)
 			continue
@@ -116,7 +133,9 @@ func (r *deltaRequest) decode(raw []byte) error {
 	if err := proto.Unmarshal(rest, &r.msg); err != nil {
 		return err
 	}
-	r.msg.ResourceNamesSubscribe = names
+	if count > 0 {
+		r.msg.ResourceNamesSubscribe = names
+	}
 	return nil
 }
 
@@ -135,11 +154,32 @@ func (r *sotwRequest) decode() (namesDigest, func() ([]string, error), error) {
 		return namesDigest{}, func() ([]string, error) { return r.msg.ResourceNames, nil }, nil
 	}
 	rest := make([]byte, 0, 256)
-	d, err := sotwFields(r.raw, func(field []byte) { rest = append(rest, field...) })
+	var nodes [][]byte // the node fields, whole
+	d, err := sotwFields(r.raw, func(field []byte) {
+		if num, typ, _ := protowire.ConsumeTag(field); num == sotwReqNodeField && typ == protowire.BytesType {
+			nodes = append(nodes, field)
+		} else {
+			rest = append(rest, field...)
+		}
+	})
 	if err != nil {
 		return d, nil, err
 	}
-	if err := proto.Unmarshal(withoutNodeExtensions(rest, sotwReqNodeField), &r.msg); err != nil {
+	switch len(nodes) {
+	case 0:
+	case 1:
+		_, _, tagLen := protowire.ConsumeTag(nodes[0])
+		node, _ := protowire.ConsumeBytes(nodes[0][tagLen:])
+		if err := r.node.take(node); err != nil {
+			return d, nil, err
+		}
+	default: // protobuf merges them: left to it
+		for _, f := range nodes {
+			rest = append(rest, f...)
+		}
+		rest = withoutNodeExtensions(rest, sotwReqNodeField)
+	}
+	if err := proto.Unmarshal(rest, &r.msg); err != nil {
 		return d, nil, err
 	}
 	names := func() ([]string, error) {
@@ -226,10 +266,12 @@ func sotwFields(raw []byte, other func(field []byte)) (namesDigest, error) {
 // handleSotwWire applies a request received as a sotwRequest: a name list
 // whose encoding is the same as the type's previous one is not decoded.
 func (st *stream) handleSotwWire(r *sotwRequest) error {
+	r.node.known = st.node
 	d, names, err := r.decode()
 	if err != nil {
 		return errInvalidRequest(err)
 	}
+	st.startFrom(&r.node)
 	if r.raw == nil {
 		return st.handleSotw(&r.msg)
 	}

@@ -79,7 +79,7 @@ func New(c *cache.Cache, cfg Config) *Server {
 func (s *Server) Cache() *cache.Cache { return s.cache }
 
 // Status returns the status of every open stream, ordered by stream ID.
-func (s *Server) Status() []StreamStatus { return s.status.snapshot() }
+func (s *Server) Status() []StreamStatus { return s.status.snapshot(true) }
 
 // AwaitingReplies returns how many of the responses sent, one at most per
 // stream and type, their clients have not yet ACKed or NACKed: thousands
@@ -144,11 +144,12 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
-	recv := func() (*discovery.DeltaDiscoveryRequest, error) {
+	recv := func() (*deltaRequest, error) {
 		r := &deltaRequest{snap: st.names.Load(), only: st.only}
-		return &r.msg, gs.RecvMsg(r)
+		r.node.known = st.node // set on this goroutine, in a turn of its own
+		return r, gs.RecvMsg(r)
 	}
-	return serve(st, recv, st.handleDelta)
+	return serve(st, recv, st.handleDeltaRequest)
 }
 
 // fetch answers a unary Fetch* call with the resources the request names

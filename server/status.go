@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/resource"
 )
@@ -18,8 +19,8 @@ type StreamStatus struct {
 	ID uint64
 	// Node is the node of the stream's first request (nil until then),
 	// without its extensions (the list of every extension an Envoy was
-	// built with, which the server has no use for). It is shared: do not
-	// change it.
+	// built with, which the server has no use for). The stream keeps it
+	// encoded: each Status call decodes it afresh.
 	Node *corev3.Node
 	// Variant is "ads" or a type's short name, plus "/sotw" or "/delta".
 	Variant string
@@ -63,8 +64,9 @@ type statusRegistry struct {
 // streamStatus is the shared, locked status of one stream; its stream
 // writes it, Server.Status reads it.
 type streamStatus struct {
-	mu sync.Mutex // guards s
-	s  StreamStatus
+	mu   sync.Mutex // guards s and node
+	s    StreamStatus
+	node []byte // the stream's node, encoded (s.Node is left nil)
 }
 
 func (r *statusRegistry) add(variant string) *streamStatus {
@@ -92,7 +94,9 @@ func (r *statusRegistry) remove(ss *streamStatus) {
 	delete(r.streams, ss.s.ID)
 }
 
-func (r *statusRegistry) snapshot() []StreamStatus {
+// snapshot copies the status of every open stream, with their nodes
+// decoded if nodes is set.
+func (r *statusRegistry) snapshot(nodes bool) []StreamStatus {
 	r.mu.Lock()
 	list := make([]*streamStatus, 0, len(r.streams))
 	for _, ss := range r.streams {
@@ -104,18 +108,23 @@ func (r *statusRegistry) snapshot() []StreamStatus {
 		ss.mu.Lock()
 		c := ss.s
 		c.Types = append([]TypeStatus(nil), ss.s.Types...)
+		node := ss.node
 		ss.mu.Unlock()
+		if nodes && node != nil {
+			c.Node = new(corev3.Node)
+			_ = proto.Unmarshal(node, c.Node) // it decoded when the stream started
+		}
 		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
 
-// setNode records the stream's node, which nothing changes afterwards (see
-// keptNode): status copies share it.
-func (ss *streamStatus) setNode(n *corev3.Node) {
+// setNode records the stream's node, encoded, which nothing changes
+// afterwards.
+func (ss *streamStatus) setNode(node []byte) {
 	ss.mu.Lock()
-	ss.s.Node = n
+	ss.node = node
 	ss.mu.Unlock()
 }
 

@@ -33,10 +33,13 @@ type stream struct {
 
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
-	failed  error
-	log     *slog.Logger // made on first use: see logger
-	node    *corev3.Node // from the first request (S1)
-	wrapTTL bool         // client accepts Resource wrappers in SotW
+	failed error
+	log    *slog.Logger // made on first use: see logger
+	// node is the encoding of the first request's node (S1) without its
+	// extensions, nil until then; nodeID is its id.
+	node    []byte
+	nodeID  string
+	wrapTTL bool // client accepts Resource wrappers in SotW
 	watcher *cache.Watcher
 	snap    *cache.Snapshot
 	// names is snap, for the reader to share the strings of the names a
@@ -196,7 +199,7 @@ func (st *stream) logger() *slog.Logger {
 	if st.log == nil {
 		st.log = st.srv.log.With("stream", st.status.s.ID, "variant", st.status.s.Variant)
 		if st.node != nil {
-			st.log = st.log.With("node", st.node.GetId())
+			st.log = st.log.With("node", st.nodeID)
 		}
 	}
 	return st.log
@@ -222,21 +225,40 @@ func (st *stream) typeOf(url string) (*resource.Type, error) {
 }
 
 // start sets the stream's node and starts watching its group on the first
-// request (S1).
+// request (S1), for a request decoded whole (by another codec than ours).
 func (st *stream) start(node *corev3.Node) {
 	if st.watcher != nil {
 		return
 	}
 	node = keptNode(node)
-	st.node = node
-	for _, f := range node.GetClientFeatures() {
+	st.startEncoded(encodeNode(node), node)
+}
+
+// startFrom is start for a request whose node our codec cut out: a node
+// the stream does not know yet (on its first request) starts it.
+func (st *stream) startFrom(r *requestNode) {
+	if r.raw != nil {
+		st.startEncoded(r.raw, r.msg)
+	}
+}
+
+// startEncoded is start for node, the encoding of a node without its
+// extensions, which the stream keeps, and msg, node decoded, which it does
+// not: thousands of streams keep a few hundred bytes each rather than a
+// decoded node of some dozens of allocations.
+func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
+	if st.watcher != nil {
+		return
+	}
+	st.node, st.nodeID = node, msg.GetId()
+	for _, f := range msg.GetClientFeatures() {
 		if f == clientFeatureResourceInSotw {
 			st.wrapTTL = true
 		}
 	}
 	st.log = nil // made again with the node
 	st.status.setNode(node)
-	st.watcher = st.srv.cache.WatchFunc(node, st.waker.wake)
+	st.watcher = st.srv.cache.WatchEncoded(node, st.waker.wake)
 	if st.watcher.HasNews() {
 		// Now rather than after the request: its subscription may then
 		// share the snapshot's names (adoptNamed) on a per-type stream too.
@@ -291,6 +313,12 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 		ts.resume = req.GetVersionInfo()
 	}
 	return nil
+}
+
+// handleDeltaRequest applies one incremental request as received.
+func (st *stream) handleDeltaRequest(r *deltaRequest) error {
+	st.startFrom(&r.node)
+	return st.handleDelta(&r.msg)
 }
 
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).

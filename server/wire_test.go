@@ -96,6 +96,7 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 	if r.msg.ResourceNames, err = names(); err != nil {
 		t.Fatal(err)
 	}
+	nodeBack(t, &r.node, &r.msg.Node)
 	if !proto.Equal(&r.msg, req) || d.count != 3 {
 		t.Fatalf("decoded %v (%d names), want %v", &r.msg, d.count, req)
 	}
@@ -139,6 +140,7 @@ func FuzzRawRequest(f *testing.F) {
 		_, names, err := r.decode()
 		if err == nil {
 			r.msg.ResourceNames, err = names()
+			nodeBack(t, &r.node, &r.msg.Node)
 		}
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("scanner error %v, reference error %v", err, wantErr)
@@ -176,6 +178,9 @@ func FuzzNodeSkipped(f *testing.F) {
 		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &got)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("delta: codec error %v, reference error %v", err, wantErr)
+		}
+		if err == nil {
+			nodeBack(t, &got.node, &got.msg.Node)
 		}
 		if err == nil && !proto.Equal(&got.msg, want) {
 			t.Fatalf("delta: codec decoded %v, reference %v", &got.msg, want)
@@ -243,20 +248,23 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 		sotw := protowire.AppendBytes(protowire.AppendTag(nil, sotwReqNodeField, protowire.BytesType), nb)
 		sotw = appendString(sotw, sotwReqTypeURLField, resource.EndpointType)
 		r := &sotwRequest{raw: sotw}
-		if _, _, err := r.decode(); err != nil || !proto.Equal(r.msg.Node, wantNode) || r.msg.TypeUrl != resource.EndpointType {
+		_, _, err := r.decode()
+		nodeBack(t, &r.node, &r.msg.Node)
+		if err != nil || !proto.Equal(r.msg.Node, wantNode) || r.msg.TypeUrl != resource.EndpointType {
 			t.Errorf("SotW: %v, %v; want node %v", err, &r.msg, wantNode)
 		}
 		delta := appendString(nil, deltaReqTypeURLField, resource.EndpointType)
 		delta = protowire.AppendBytes(protowire.AppendTag(delta, deltaReqNodeField, protowire.BytesType), nb)
 		delta = appendString(delta, deltaReqNonceField, "7")
 		var d deltaRequest
-		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d); err != nil ||
-			!proto.Equal(d.msg.Node, wantNode) || d.msg.TypeUrl != resource.EndpointType || d.msg.ResponseNonce != "7" {
+		err = (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d)
+		nodeBack(t, &d.node, &d.msg.Node)
+		if err != nil || !proto.Equal(d.msg.Node, wantNode) || d.msg.TypeUrl != resource.EndpointType || d.msg.ResponseNonce != "7" {
 			t.Errorf("delta: %v, %v; want node %v", err, &d.msg, wantNode)
 		}
 		// Another service's request on the same server is decoded whole.
 		var other discovery.DeltaDiscoveryRequest
-		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &other)
+		err = (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &other)
 		if len(nb) == len(nodeBytes) && (err != nil || len(other.Node.GetExtensions()) != 2) {
 			t.Errorf("a plain DeltaDiscoveryRequest: %v, %v", err, &other)
 		}
@@ -268,4 +276,22 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 	if got := withoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, sotwReqNodeField); len(got) != 3 {
 		t.Errorf("a request that does not parse changed: %x", got)
 	}
+}
+
+// nodeBack puts the node a request's requestNode took back into the
+// request's message, for comparison with a decoder that keeps it there,
+// after checking that the node's kept encoding decodes to it.
+func nodeBack(t *testing.T, rn *requestNode, dst **corev3.Node) {
+	t.Helper()
+	if rn.msg == nil {
+		if rn.raw != nil {
+			t.Fatalf("a kept node's encoding without the node")
+		}
+		return
+	}
+	n := new(corev3.Node)
+	if err := proto.Unmarshal(rn.raw, n); err != nil || !proto.Equal(n, rn.msg) || len(n.GetExtensions()) > 0 {
+		t.Fatalf("the kept node's encoding decodes to %v (%v), not %v", n, err, rn.msg)
+	}
+	*dst = rn.msg
 }

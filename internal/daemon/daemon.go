@@ -280,7 +280,11 @@ func (d *Daemon) apply(res *configdir.Result) {
 		}
 		return snap
 	}
-	d.cache.SetGrouping(res.GroupOf, func(group string) *cache.Snapshot { return buildFrom(group, nil) })
+	var groupOf cache.GroupFunc // nil without node selectors: the cache then never decodes the streams' nodes
+	if len(res.Scoped) > 0 {
+		groupOf = res.GroupOf
+	}
+	d.cache.SetGrouping(groupOf, func(group string) *cache.Snapshot { return buildFrom(group, nil) })
 	groups := d.cache.Groups()
 	if !slices.Contains(groups, "") {
 		groups = append(groups, "")

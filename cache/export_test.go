@@ -1,0 +1,8 @@
+package cache
+
+// NodeDecoded reports whether w holds its node decoded (see WatchEncoded).
+func NodeDecoded(w *Watcher) bool {
+	w.cache.mu.Lock()
+	defer w.cache.mu.Unlock()
+	return w.node != nil
+}
