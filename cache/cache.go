@@ -67,7 +67,8 @@ func (c *Cache) groupOfLocked(w *Watcher) string {
 // missing group snapshots, then moves every watcher whose node now belongs
 // to another group there (a moved stream re-evaluates everything), and
 // forgets groups that no watcher uses. Call it when the rules that decide
-// groups change; a nil groupOf means DefaultGroup.
+// groups change; a nil groupOf means DefaultGroup, without a look at the
+// nodes (those of WatchEncoded are then not decoded).
 func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -11,14 +11,14 @@ import (
 // nodeExtensions is the field Node.extensions.
 var nodeExtensions = (&corev3.Node{}).ProtoReflect().Descriptor().Fields().ByName("extensions")
 
-// keptNode returns the node a stream keeps from its first request: n
-// without its extensions. An Envoy lists there every extension it was built
-// with, some 300: about 33 KB on the wire and several times that decoded,
-// which the server has no use for and which, kept per stream, would be most
-// of its memory (5,000 Envoy-like clients: 764 MiB instead of 128). The
-// stream's status shows this node, and the cache groups it by this node.
-// The result is a new message that shares n's other fields; neither is
-// changed afterwards.
+// keptNode returns what the server keeps of a node: n without its
+// extensions. An Envoy lists there every extension it was built with, some
+// 300: about 33 KB on the wire and several times that decoded, which the
+// server has no use for and which, kept per stream, would be most of its
+// memory (5,000 Envoy-like clients: 764 MiB instead of 128). A stream keeps
+// the encoding of this node (see requestNode and encodeNode); its status
+// shows it, and the cache groups it by it. The result is a new message
+// that shares n's other fields; neither is changed afterwards.
 func keptNode(n *corev3.Node) *corev3.Node {
 	k := new(corev3.Node)
 	if n == nil {
