@@ -10,7 +10,8 @@ import (
 
 // GroupFunc maps a node to the name of the group whose snapshot it is served
 // (PROTOCOL N1). It must be fast and must not block. The server passes it
-// the node without its extensions list, which it does not keep.
+// the node without its extensions list, which it does not keep, decoded
+// from the encoding its stream keeps (see WatchEncoded).
 type GroupFunc func(*corev3.Node) string
 
 // DefaultGroup puts every node in one group, named "".
@@ -50,17 +51,25 @@ func (c *Cache) GroupOf(n *corev3.Node) string {
 }
 
 // groupOfLocked returns w's group under the grouping in force. A watcher
-// of an encoded node has it decoded only here, the first time a grouping
-// other than the default asks (and keeps it for the next).
+// of an encoded node has it decoded here, if WatchEncoded did not, the
+// first time a grouping other than the default asks; it keeps it while
+// there is such a grouping.
 func (c *Cache) groupOfLocked(w *Watcher) string {
 	if c.groupOf == nil {
 		return ""
 	}
-	if w.node == nil {
-		w.node = new(corev3.Node)
-		_ = proto.Unmarshal(w.raw, w.node) // WatchEncoded's caller checked it; Watch's nil node is empty
+	if w.node == nil && w.raw != nil {
+		w.node = decodeNode(w.raw)
 	}
 	return c.groupOf(w.node)
+}
+
+// decodeNode decodes the encoding of a node that WatchEncoded's caller
+// checked.
+func decodeNode(raw []byte) *corev3.Node {
+	n := new(corev3.Node)
+	_ = proto.Unmarshal(raw, n)
+	return n
 }
 
 // SetGrouping replaces the node → group function and the builder of
@@ -75,6 +84,9 @@ func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	c.groupOf, c.build = groupOf, build
 	for name, g := range c.groups {
 		for w := range g.watchers {
+			if groupOf == nil && w.raw != nil {
+				w.node = nil // decoded again if a grouping needs it
+			}
 			next := c.groupOfLocked(w)
 			if next == name {
 				continue
@@ -196,11 +208,19 @@ func (c *Cache) WatchFunc(n *corev3.Node, onChange func()) *Watcher {
 // some dozens of allocations.
 func (c *Cache) WatchEncoded(node []byte, onChange func()) *Watcher {
 	w := &Watcher{onChange: onChange, raw: node}
-	c.watch(w, nil)
+	c.mu.Lock()
+	grouped := c.groupOf != nil
+	c.mu.Unlock()
+	var n *corev3.Node
+	if grouped { // decoded now rather than under the lock
+		n = decodeNode(node)
+	}
+	c.watch(w, n)
 	return w
 }
 
-// watch registers w for n's group (w.raw's if n is nil) and reports whether the group already has a snapshot.
+// watch registers w for n's group (w.raw's if n is nil and w.raw is set)
+// and reports whether the group already has a snapshot.
 func (c *Cache) watch(w *Watcher, n *corev3.Node) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()

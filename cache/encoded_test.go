@@ -59,4 +59,33 @@ func TestWatchEncoded(t *testing.T) {
 		t.Fatal("not woken when the grouping moved it back")
 	}
 	sees(all, "no grouping again")
+	if cache.NodeDecoded(w) {
+		t.Fatal("the node is still held decoded with no grouping")
+	}
+
+	// A watcher that comes while a grouping is set is grouped at once.
+	c.SetGrouping(func(n *corev3.Node) string { return n.GetCluster() }, build)
+	<-woken
+	w2 := c.WatchEncoded(raw, func() {})
+	defer w2.Close()
+	if snap, _, _ := w2.Take(); snap != edge || !cache.NodeDecoded(w2) {
+		t.Fatalf("a watcher added under a grouping sees %v, decoded %v", snap, cache.NodeDecoded(w2))
+	}
+}
+
+// TestWatchNilNode: Watch(nil) puts the watcher where GroupOf(nil) says.
+func TestWatchNilNode(t *testing.T) {
+	anon := cache.MustSnapshot(cluster("anon"))
+	c := cache.New(func(n *corev3.Node) string {
+		if n == nil {
+			return "anon"
+		}
+		return "named"
+	})
+	c.SetSnapshot("anon", anon)
+	w := c.Watch(nil)
+	defer w.Close()
+	if snap, _, _ := w.Take(); snap != anon || c.GroupOf(nil) != "anon" {
+		t.Fatalf("Watch(nil) sees %v, GroupOf(nil) = %q; want both in group anon", snap, c.GroupOf(nil))
+	}
 }

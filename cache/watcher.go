@@ -18,8 +18,9 @@ const maxPending = 16
 // blocking; the stream reads it (Take) under its own lock.
 type Watcher struct {
 	cache *Cache // read-only after Watch
-	// node is the node (nil until a grouping needs it decoded from raw,
-	// see WatchEncoded), guarded by cache.mu; raw is read-only.
+	// node is the node, guarded by cache.mu; for a watcher of an encoded
+	// node (raw, read-only), nil while no grouping needs it decoded (see
+	// WatchEncoded).
 	node  *corev3.Node
 	raw   []byte
 	group string        // guarded by cache.mu

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 // Field numbers of the request fields a plain ACK carries.
@@ -169,7 +168,7 @@ func (st *stream) nodeDecodes(node []byte) bool {
 	if st.repeated.same(node) {
 		return true
 	}
-	if kept, ok := nodeWithoutExtensions(node); !ok || proto.Unmarshal(kept, &corev3.Node{}) != nil {
+	if kept, ok := nodeWithoutExtensions(node); !ok || nodeDecoding.Unmarshal(kept, &corev3.Node{}) != nil {
 		return false
 	}
 	st.repeated.remember(node)

@@ -37,10 +37,12 @@ func keptNode(n *corev3.Node) *corev3.Node {
 
 // withoutNodeExtensions returns req, an encoded request whose node is field
 // nodeField, without its node's extensions, so that decoding it does not
-// build the extensions only to drop them (keptNode): an Envoy repeats its
-// node in every request unless told not to. It returns req itself if there
-// is nothing to leave out, or if req does not parse (decoding it then fails
-// as it would have). The extensions are skipped, not checked.
+// build the extensions only to drop them (keptNode). The codec decodes a
+// request so only if it has more than one node field, which protobuf
+// merges; otherwise it cuts the node out (requestNode). It returns req
+// itself if there is nothing to leave out, or if req does not parse
+// (decoding it then fails as it would have). The extensions are skipped,
+// not checked.
 func withoutNodeExtensions(req []byte, nodeField protowire.Number) []byte {
 	var out []byte // nil until a node has extensions
 	for b := req; len(b) > 0; {
@@ -182,7 +184,7 @@ func (r *requestNode) take(node []byte) error {
 	}
 	kept, _ := nodeWithoutExtensions(node) // node itself if it does not parse: decoding then fails
 	msg := new(corev3.Node)
-	if err := proto.Unmarshal(kept, msg); err != nil {
+	if err := nodeDecoding.Unmarshal(kept, msg); err != nil {
 		return err
 	}
 	r.raw, r.msg = append([]byte{}, kept...), msg // never nil: a node that has no field is still a node
@@ -207,6 +209,10 @@ func sameButExtensions(node, known []byte) bool {
 	}
 	return len(known) == 0
 }
+
+// nodeDecoding decodes a request's node on its own as it decodes as part
+// of its request: one level of nesting less is left to it.
+var nodeDecoding = proto.UnmarshalOptions{RecursionLimit: protowire.DefaultRecursionLimit - 1}
 
 // encodeNode returns the encoding of a node a stream keeps (see keptNode),
 // for a request that another codec decoded whole; never nil.

@@ -47,8 +47,9 @@ func (r *sotwRequest) release() {
 func (r *sotwRequest) ProtoReflect() protoreflect.Message { return r.msg.ProtoReflect() }
 
 // deltaRequest receives an incremental request. With Codec installed it
-// is decoded without its node, which node takes (see requestNode), and each subscribed name that snap has is snap's own string rather than
-// a copy: a client's first subscription names every cluster, and a string
+// is decoded without its node, which node takes (see requestNode), and
+// each subscribed name that snap has is snap's own string rather than a
+// copy: a client's first subscription names every cluster, and a string
 // per name per client was the largest part of what an initial sync
 // allocated. With any other codec it is decoded into msg as usual.
 type deltaRequest struct {

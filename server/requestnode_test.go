@@ -63,3 +63,43 @@ func TestRequestNodeTakesOnlyANewNode(t *testing.T) {
 		t.Error("a node whose id is not UTF-8 was taken")
 	}
 }
+
+// FuzzRequestNodeKnown holds requestNode.take, for a stream that knows a
+// node, to the reference decoder of FuzzRawRequest (which does not know the
+// node's extensions): a node that the reference cannot decode is refused,
+// and one it decodes is either taken, decoded as the reference decodes it,
+// or passed over as the known node, which it must then decode to.
+func FuzzRequestNodeKnown(f *testing.F) {
+	knownMsg := &corev3.Node{Id: "n", Cluster: "c", ClientFeatures: []string{"f"}}
+	known, _ := proto.Marshal(knownMsg)
+	f.Add(known)
+	withExt := proto.Clone(knownMsg).(*corev3.Node)
+	withExt.Extensions = []*corev3.Extension{{Name: "e1", Category: "x"}}
+	full, _ := proto.Marshal(withExt)
+	f.Add(full)
+	f.Add(append(append([]byte(nil), known...), 0x4a, 0x03, 0x0a, 0x01, 0xff)) // extensions that do not decode
+	f.Add(append(append([]byte(nil), known...), 0x52, 0x01, 0xff))             // a feature that is not UTF-8
+	f.Add(append([]byte{0x12, 0x01, 'd'}, known[3:]...))                       // no id, a cluster given twice
+	f.Add([]byte{0x0a, 0x05, 'n'})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		want := new(corev3.Node)
+		wantErr := lenientDecode(data, want)
+		r := requestNode{known: known}
+		err := r.take(data)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("take: %v; the reference: %v", err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+		got := r.msg
+		if got == nil {
+			got = knownMsg // passed over as known
+		} else if back := new(corev3.Node); proto.Unmarshal(r.raw, back) != nil || !proto.Equal(back, got) {
+			t.Fatalf("kept %q, which does not decode to %v", r.raw, got)
+		}
+		if !proto.Equal(got, want) {
+			t.Fatalf("take: %v; the reference: %v", got, want)
+		}
+	})
+}

@@ -211,45 +211,6 @@ func sendRawFrames(t *testing.T, conn *grpc.ClientConn, method string, frames ..
 	}
 }
 
-// nestedNode returns the encoding of a DiscoveryRequest whose node metadata
-// nests depth ListValues, built without recursion.
-func nestedNode(depth int) []byte {
-	// Sizes from the inside out: v[k] is the size of a Value nesting k
-	// lists; a Value{list_value: ListValue{values: [inner]}}.
-	v := make([]int, depth+1)
-	lv := make([]int, depth+1)
-	for k := 1; k <= depth; k++ {
-		lv[k] = 1 + protowire.SizeVarint(uint64(v[k-1])) + v[k-1]
-		v[k] = 1 + protowire.SizeVarint(uint64(lv[k])) + lv[k]
-	}
-	var val []byte
-	for k := depth; k >= 1; k-- {
-		val = protowire.AppendTag(val, 6, protowire.BytesType) // Value.list_value
-		val = protowire.AppendVarint(val, uint64(lv[k]))
-		val = protowire.AppendTag(val, 1, protowire.BytesType) // ListValue.values
-		val = protowire.AppendVarint(val, uint64(v[k-1]))
-	}
-	var entry []byte // Struct.fields entry {key: "k", value: val}
-	entry = protowire.AppendTag(entry, 1, protowire.BytesType)
-	entry = protowire.AppendString(entry, "k")
-	entry = protowire.AppendTag(entry, 2, protowire.BytesType)
-	entry = protowire.AppendBytes(entry, val)
-	var st []byte // Struct
-	st = protowire.AppendTag(st, 1, protowire.BytesType)
-	st = protowire.AppendBytes(st, entry)
-	var node []byte // Node{id: "deep", metadata: st}
-	node = protowire.AppendTag(node, 1, protowire.BytesType)
-	node = protowire.AppendString(node, "deep")
-	node = protowire.AppendTag(node, 3, protowire.BytesType)
-	node = protowire.AppendBytes(node, st)
-	var req []byte // DiscoveryRequest{node: node, type_url: eds}
-	req = protowire.AppendTag(req, 2, protowire.BytesType)
-	req = protowire.AppendBytes(req, node)
-	req = protowire.AppendTag(req, 4, protowire.BytesType)
-	req = protowire.AppendString(req, eds)
-	return req
-}
-
 // bigEndpoints returns a ClusterLoadAssignment named name of about size
 // bytes, most of them endpoint metadata (cheap to encode and decode, so the
 // test measures waiting, not parsing); salt changes its content.
@@ -494,7 +455,7 @@ func TestRobust(t *testing.T) {
 			"not protobuf":        {0xff, 0xff, 0xff, 0xff, 0xff},
 			"truncated field":     {0x0a, 0x40, 'v'},
 			"invalid UTF-8":       utf8,
-			"nesting 20000 deep":  nestedNode(20_000),
+			"nesting 20000 deep":  server.NestedNodeRequest(20_000, false),
 			"length past the end": {0x22, 0x01},
 		}
 		for what, f := range frames {

@@ -160,10 +160,9 @@ func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 
 // Unmarshal decodes data into v; a SotW request of an xdsd stream keeps its
 // bytes, for the stream to decode; an incremental one is decoded without
-// its node's extensions and its subscribed names, which the stream reads
-// from the bytes. Anything else,
-// such as the requests of other services on the same gRPC server, is
-// decoded as the proto codec does.
+// its node, which only a stream's first request decodes (requestNode).
+// Anything else, such as the requests of other services on the same gRPC
+// server, is decoded as the proto codec does.
 func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	switch r := v.(type) {
 	case *sotwRequest:
