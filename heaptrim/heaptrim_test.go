@@ -334,3 +334,30 @@ func TestTrimmerWaitsForQuietThenLimitsItsRate(t *testing.T) {
 		}
 	}
 }
+
+// TestTrimmerTrimsALittleSwollenHeapOnceRested: a collection in a burst of
+// pushes found the live heap swollen, by less than calls for a trim at
+// once but by half again the least live heap: trimmed once the process
+// has rested trimLooksRested looks, not in the quiet between pushes; a
+// heap swollen by less is not trimmed.
+func TestTrimmerTrimsALittleSwollenHeapOnceRested(t *testing.T) {
+	for _, tc := range []struct {
+		live uint64
+		want bool
+	}{
+		{live: 76 << 20, want: true}, // 5,000 clients repeating an Envoy's node
+		{live: 39<<20 + 39<<19, want: true},
+		{live: 39<<20 + 39<<19 - 1, want: false},
+	} {
+		var tr trimmer
+		tr.trimmed(clock, heapLook{objects: 39 << 20, live: 39 << 20, cycles: 10, allocs: 500 << 20, opened: 5000}, 150*time.Millisecond)
+		clock = clock.Add(time.Minute) // the rate limit allows a trim
+		push := heapLook{free: 1 << 20, objects: tc.live + 2<<20, live: tc.live, cycles: 11, allocs: 700 << 20, opened: 5000}
+		if look(&tr, push, trimLooksRested) {
+			t.Fatalf("live %d MiB: trimmed before the process rested", tc.live>>20)
+		}
+		if got := due(&tr, push); got != tc.want {
+			t.Errorf("live %.1f MiB, least 39: trimmed once rested = %v, want %v", float64(tc.live)/(1<<20), got, tc.want)
+		}
+	}
+}
