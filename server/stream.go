@@ -225,7 +225,8 @@ func (st *stream) typeOf(url string) (*resource.Type, error) {
 }
 
 // start sets the stream's node and starts watching its group on the first
-// request (S1), for a request decoded whole (by another codec than ours).
+// request (S1), for a request decoded whole (by another codec than ours),
+// or one that has no node.
 func (st *stream) start(node *corev3.Node) {
 	if st.watcher != nil {
 		return
