@@ -79,6 +79,7 @@ func (st *stream) useFastPaths(gs any) {
 // or a stream busy in a turn, is left to the handler (false).
 func (st *stream) ackDeltaInline(raw []byte) bool {
 	var typeURL, nonce, node []byte
+	nodes := 0
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType {
@@ -94,6 +95,9 @@ func (st *stream) ackDeltaInline(raw []byte) bool {
 		case deltaReqNonceField:
 			nonce = v
 		case deltaReqNodeField: // Envoy repeats it unless told not to
+			if nodes++; nodes > 1 {
+				return false // merged by protobuf: left to the handler, which decodes them all
+			}
 			node = v
 		default:
 			return false
@@ -137,9 +141,11 @@ func (st *stream) ackSotwInline(raw []byte) bool {
 
 // sotwAckHead reads the fields a SotW request has before its names: the
 // version, and the node (which only a stream's first request sets). It
-// returns them and the rest of the request.
+// returns them and the rest of the request; not ok if the node is given
+// twice (protobuf merges the two: the handler decodes them all).
 func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 	b := raw
+	nodes := 0
 	for len(b) > 0 && b[0] != namesTag {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 || typ != protowire.BytesType || (num != sotwReqVersionField && num != sotwReqNodeField) {
@@ -151,6 +157,8 @@ func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 		}
 		if num == sotwReqVersionField {
 			version = v
+		} else if nodes++; nodes > 1 {
+			return nil, nil, nil, false
 		} else {
 			node = v
 		}

@@ -84,14 +84,17 @@ func TestInlineAckReleasesHeldResponseSotW(t *testing.T) {
 }
 
 // TestInlineLeavesMalformedNodeToHandler: an ACK that repeats a node the
-// handler could not decode (malformed, or with an id that is not UTF-8) is
-// not taken inline as a plain ACK; the stream fails as it would on any
-// undecodable request.
+// handler could not decode (malformed, or with an id that is not UTF-8, or
+// given twice, the first bad: protobuf merges them) is not taken inline as
+// a plain ACK; the stream fails as it would on any undecodable request.
 func TestInlineLeavesMalformedNodeToHandler(t *testing.T) {
-	for name, node := range map[string][]byte{
-		"truncated field":  {0x0a, 0x05, 'n'},
-		"id not UTF-8":     {0x0a, 0x02, 0xff, 0xfe},
-		"good, then wrong": nil, // a valid node first: its digest is kept, and must not admit the next
+	good, _ := proto.Marshal(rawxds.Node("n1"))
+	badID := []byte{0x0a, 0x02, 0xff, 0xfe}
+	for name, nodes := range map[string][][]byte{ // the node fields of the ACK
+		"truncated field":    {{0x0a, 0x05, 'n'}},
+		"id not UTF-8":       {badID},
+		"good, then wrong":   nil, // a valid node first: its digest is kept, and must not admit the next
+		"two, the first bad": {badID, good},
 	} {
 		t.Run(name, func(t *testing.T) {
 			e := startNoTimers(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Endpoints("c2", 1))
@@ -102,10 +105,10 @@ func TestInlineLeavesMalformedNodeToHandler(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			send := func(m proto.Message, node []byte) {
+			send := func(m proto.Message, nodes ...[]byte) {
 				t.Helper()
 				b, _ := proto.Marshal(m)
-				if node != nil {
+				for _, node := range nodes {
 					b = protowire.AppendBytes(protowire.AppendTag(b, 1, protowire.BytesType), node)
 				}
 				if err := cs.SendMsg(b); err != nil {
@@ -124,16 +127,15 @@ func TestInlineLeavesMalformedNodeToHandler(t *testing.T) {
 				}
 				return &resp
 			}
-			send(dsub(eds, "c1"), nil)
+			send(dsub(eds, "c1"))
 			resp := recv()
-			if node == nil { // an ACK with a good node, then a subscription answered
-				good, _ := proto.Marshal(rawxds.Node("n1"))
+			if nodes == nil { // an ACK with a good node, then a subscription answered
 				send(dack(resp), good)
-				send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c2"}}, nil)
+				send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c2"}})
 				resp = recv()
-				node = append(good[:len(good):len(good)], 0x0a, 0x01, 0xff) // a second id, not UTF-8
+				nodes = [][]byte{append(good[:len(good):len(good)], 0x0a, 0x01, 0xff)} // a second id, not UTF-8
 			}
-			send(dack(resp), node)
+			send(dack(resp), nodes...)
 			for {
 				var raw []byte
 				if err := cs.RecvMsg(&raw); err != nil {

@@ -351,3 +351,19 @@ func FuzzShrinkRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestSotwAckHeadTwoNodes: a SotW request that gives its node twice is not
+// read as a plain ACK's head (protobuf merges the two, and the handler
+// decodes them all); once is.
+func TestSotwAckHeadTwoNodes(t *testing.T) {
+	good, _ := proto.Marshal(&corev3.Node{Id: "n1"})
+	head := appendString(nil, sotwReqVersionField, "v1")
+	once := protowire.AppendBytes(protowire.AppendTag(head, sotwReqNodeField, protowire.BytesType), good)
+	if _, node, _, ok := sotwAckHead(once); !ok || string(node) != string(good) {
+		t.Fatalf("one node: ok %v, node %q", ok, node)
+	}
+	twice := protowire.AppendBytes(protowire.AppendTag(once[:len(once):len(once)], sotwReqNodeField, protowire.BytesType), []byte{0x0a, 0x02, 0xff, 0xfe})
+	if _, _, _, ok := sotwAckHead(twice); ok {
+		t.Fatal("two nodes read as a plain ACK's head")
+	}
+}
