@@ -25,7 +25,7 @@ func SetWriteWait(t testing.TB, d time.Duration) {
 // FakeNotifier is a file watcher that reports only what the test tells it
 // to.
 type FakeNotifier struct {
-	out  chan notice
+	out  chan []notice
 	errs chan error
 	mu   sync.Mutex
 	dirs []string // added
@@ -33,7 +33,7 @@ type FakeNotifier struct {
 
 // UseFakeNotifier makes Watch use a FakeNotifier until the test ends.
 func UseFakeNotifier(t testing.TB) *FakeNotifier {
-	f := &FakeNotifier{out: make(chan notice), errs: make(chan error)}
+	f := &FakeNotifier{out: make(chan []notice), errs: make(chan error)}
 	old := newNotifier
 	newNotifier = func() (notifier, error) { return f, nil }
 	t.Cleanup(func() { newNotifier = old })
@@ -60,10 +60,10 @@ func (f *FakeNotifier) add(dir string) error {
 	f.mu.Unlock()
 	return nil
 }
-func (f *FakeNotifier) moved(notice)           {}
-func (f *FakeNotifier) notices() <-chan notice { return f.out }
-func (f *FakeNotifier) errors() <-chan error   { return f.errs }
-func (f *FakeNotifier) close() error           { return nil }
+func (f *FakeNotifier) moved(notice)             {}
+func (f *FakeNotifier) notices() <-chan []notice { return f.out }
+func (f *FakeNotifier) errors() <-chan error     { return f.errs }
+func (f *FakeNotifier) close() error             { return nil }
 
 // Stop closes the watcher's channels: notices, or errors if errs is set,
 // as a watcher that failed for good does.

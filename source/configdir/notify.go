@@ -25,8 +25,12 @@ type noticeOp uint8
 const (
 	// opChanged: created, or its attributes changed.
 	opChanged noticeOp = iota
-	// opGone: removed, or renamed from or to the path.
+	// opGone: removed, or renamed away from the path.
 	opGone
+	// opArrived: another file was renamed to the path. Only a notifier
+	// that reports opClosed reports opArrived (the portable one reports
+	// opChanged instead).
+	opArrived
 	// opWritten: its contents were modified; a writer may still have it
 	// open. Only a notifier that reports opClosed reports opWritten (the
 	// portable one reports opChanged instead).
@@ -44,9 +48,11 @@ type notifier interface {
 	// the notices before it: Watch has added the directory again if it is
 	// still in the tree.
 	moved(notice)
-	// notices is closed if the notifier fails for good, after errors
-	// reported why.
-	notices() <-chan notice
+	// notices sends the notices in batches, in order: what one read of
+	// the watcher found, so that a burst of events (a generator that
+	// rewrites a thousand files) does not cost a hand-over per event. It
+	// is closed if the notifier fails for good, after errors reported why.
+	notices() <-chan []notice
 	// errors reports failures of the watcher itself: notices may have
 	// been lost.
 	errors() <-chan error
@@ -62,7 +68,7 @@ var newNotifier = defaultNotifier
 // a writer is done, so a write is an opChanged notice.
 type portable struct {
 	w   *fsnotify.Watcher
-	out chan notice
+	out chan []notice
 	// done ends the translating goroutine; stopped is closed when it has.
 	done, stopped chan struct{}
 }
@@ -72,7 +78,7 @@ func newPortable() (notifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &portable{w: w, out: make(chan notice), done: make(chan struct{}), stopped: make(chan struct{})}
+	p := &portable{w: w, out: make(chan []notice), done: make(chan struct{}), stopped: make(chan struct{})}
 	go p.translate()
 	return p, nil
 }
@@ -94,7 +100,7 @@ func (p *portable) translate() {
 				op = opGone
 			}
 			select {
-			case p.out <- notice{path: ev.Name, op: op}:
+			case p.out <- []notice{{path: ev.Name, op: op}}:
 			case <-p.done:
 				return
 			}
@@ -108,9 +114,9 @@ func (p *portable) add(dir string) error {
 	}
 	return nil
 }
-func (p *portable) moved(notice)           {} // fsnotify drops the watch itself
-func (p *portable) notices() <-chan notice { return p.out }
-func (p *portable) errors() <-chan error   { return p.w.Errors }
+func (p *portable) moved(notice)             {} // fsnotify drops the watch itself
+func (p *portable) notices() <-chan []notice { return p.out }
+func (p *portable) errors() <-chan error     { return p.w.Errors }
 func (p *portable) close() error {
 	close(p.done)
 	err := p.w.Close()

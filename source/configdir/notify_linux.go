@@ -28,7 +28,7 @@ const inotifyMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_FROM | unix.
 type inotify struct {
 	fd   int      // the inotify instance; file owns it
 	file *os.File // fd, non-blocking, read through the runtime's poller
-	out  chan notice
+	out  chan []notice
 	errs chan error
 	// done ends the reading goroutine; stopped is closed when it has.
 	done, stopped chan struct{}
@@ -51,7 +51,7 @@ func newInotify() (notifier, error) {
 	n := &inotify{
 		fd:      fd,
 		file:    os.NewFile(uintptr(fd), "inotify"),
-		out:     make(chan notice),
+		out:     make(chan []notice),
 		errs:    make(chan error, 1),
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
@@ -113,8 +113,8 @@ func (n *inotify) drop(wd int32) {
 	_, _ = unix.InotifyRmWatch(n.fd, uint32(wd)) // fails only if already gone
 }
 
-func (n *inotify) notices() <-chan notice { return n.out }
-func (n *inotify) errors() <-chan error   { return n.errs }
+func (n *inotify) notices() <-chan []notice { return n.out }
+func (n *inotify) errors() <-chan error     { return n.errs }
 
 func (n *inotify) close() error {
 	close(n.done)
@@ -123,8 +123,9 @@ func (n *inotify) close() error {
 	return err
 }
 
-// read reads events and sends them as notices until closed. If reading
-// fails it reports the error and closes the notices' channel.
+// read reads events and sends them as notices, those of one read
+// together, until closed. If reading fails it reports the error and closes
+// the notices' channel.
 func (n *inotify) read() {
 	defer close(n.stopped)
 	buf := make([]byte, 64<<10) // holds many events; one needs at most 16 + NAME_MAX + 1 bytes
@@ -137,6 +138,7 @@ func (n *inotify) read() {
 			}
 			return
 		}
+		var batch []notice
 		for ev := buf[:size]; len(ev) >= unix.SizeofInotifyEvent; {
 			wd := int32(binary.NativeEndian.Uint32(ev[0:]))
 			mask := binary.NativeEndian.Uint32(ev[4:])
@@ -147,15 +149,17 @@ func (n *inotify) read() {
 			if i := bytes.IndexByte(name, 0); i >= 0 {
 				name = name[:i] // the kernel pads names with NULs
 			}
-			nt, ok := n.notice(wd, mask, string(name))
-			if !ok {
-				continue
+			if nt, ok := n.notice(wd, mask, string(name)); ok {
+				batch = append(batch, nt)
 			}
-			select {
-			case n.out <- nt:
-			case <-n.done:
-				return
-			}
+		}
+		if len(batch) == 0 {
+			continue
+		}
+		select {
+		case n.out <- batch:
+		case <-n.done:
+			return
 		}
 	}
 }
@@ -188,8 +192,10 @@ func (n *inotify) notice(wd int32, mask uint32, name string) (notice, bool) {
 		op = opClosed
 	case mask&unix.IN_MODIFY != 0:
 		op = opWritten
-	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_MOVED_TO|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
+	case mask&(unix.IN_DELETE|unix.IN_MOVED_FROM|unix.IN_DELETE_SELF|unix.IN_MOVE_SELF) != 0:
 		op = opGone
+	case mask&unix.IN_MOVED_TO != 0:
+		op = opArrived
 	}
 	return notice{path: path, op: op, moved: mask&unix.IN_MOVE_SELF != 0, watch: wd}, true
 }

@@ -3,6 +3,7 @@ package configdir
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,11 +32,12 @@ func TestInotifyDropsMovedTree(t *testing.T) {
 	deadline := time.After(10 * time.Second)
 	for {
 		select {
-		case nt := <-n.notices():
-			if !nt.moved {
+		case nts := <-n.notices():
+			i := slices.IndexFunc(nts, func(nt notice) bool { return nt.moved })
+			if i < 0 {
 				continue
 			}
-			n.moved(nt)
+			n.moved(nts[i])
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			for _, d := range n.dirs {

@@ -61,7 +61,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	l.watched = true
-	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, full: true}
+	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, hidden: map[string]bool{}, full: true}
 	if _, err := os.Stat(dir); err != nil {
 		w.rewatch = true // not there yet: looked for every RootRetry, as if it went
 	}
@@ -73,11 +73,11 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		case <-ctx.Done():
 			w.stopTimer()
 			return nil
-		case nt, ok := <-n.notices():
+		case nts, ok := <-n.notices():
 			if !ok {
 				return errors.New("file watcher stopped")
 			}
-			w.notice(nt)
+			w.noticeAll(nts)
 		case <-w.fire:
 			w.timer, w.fire = nil, nil
 			w.drain() // what happened up to now, a write begun say, before reading
@@ -110,12 +110,23 @@ type watch struct {
 	reject  func(error)
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
-	full    bool                 // walk the directory: a directory changed, or a read failed
-	rewatch bool                 // watch the directory again: it moved or went
-	gone    bool                 // and it was not there when last looked for
-	timer   *time.Timer          // armed while a load is due; fire is its channel
+	// hidden holds the paths of hidden names created, or renamed to,
+	// since the last load and neither written nor gone since: each is a
+	// writer's temporary file or a link put in place (see load).
+	hidden  map[string]bool
+	full    bool        // walk the directory: a directory changed, or a read failed
+	rewatch bool        // watch the directory again: it moved or went
+	gone    bool        // and it was not there when last looked for
+	timer   *time.Timer // armed while a load is due; fire is its channel
 	fire    <-chan time.Time
 	first   time.Time // the first event of the burst the timer waits out
+}
+
+// noticeAll takes in a batch of notices, in order.
+func (w *watch) noticeAll(nts []notice) {
+	for _, nt := range nts {
+		w.notice(nt)
+	}
 }
 
 // notice takes in what the notifier reported of one path.
@@ -138,18 +149,22 @@ func (w *watch) notice(nt notice) {
 		switch nt.op {
 		case opWritten:
 			w.writing[rel] = time.Now()
-		case opClosed, opGone:
+		case opClosed, opGone, opArrived:
 			delete(w.writing, rel)
 		}
 	case nt.moved:
 	case strings.HasPrefix(filepath.Base(rel), "."):
-		if nt.op == opWritten || nt.op == opClosed {
-			return // a writer's temporary file (a link is never written)
+		// A writer's temporary file, or a link put in place (a Kubernetes
+		// ConfigMap swaps its "..data"): load tells which, for the names
+		// still there. A file written, or gone, is no link: a generator
+		// that writes a thousand temporary files and renames them into
+		// place costs no system call here.
+		if nt.op == opChanged || nt.op == opArrived {
+			w.hidden[nt.path] = true
+		} else {
+			delete(w.hidden, nt.path)
+			return
 		}
-		if info, err := os.Lstat(nt.path); err != nil || info.Mode()&fs.ModeSymlink == 0 {
-			return // a writer's temporary file
-		}
-		w.full = true // a link swapped: files may lead elsewhere now
 	default:
 		// A directory created, removed or renamed: walk again. A link to
 		// a directory is not followed, as Load does not follow it.
@@ -169,11 +184,11 @@ func (w *watch) notice(nt notice) {
 func (w *watch) drain() {
 	for {
 		select {
-		case nt, ok := <-w.n.notices():
+		case nts, ok := <-w.n.notices():
 			if !ok {
 				return // Watch's loop returns on it
 			}
-			w.notice(nt)
+			w.noticeAll(nts)
 		default:
 			return
 		}
@@ -207,6 +222,12 @@ func (w *watch) stopTimer() {
 // open (see WriteWait), and returns how long until the first of those
 // falls due, or 0 if there is none.
 func (w *watch) load() time.Duration {
+	for path := range w.hidden {
+		if info, err := os.Lstat(path); err == nil && info.Mode()&fs.ModeSymlink != 0 {
+			w.full = true // a link swapped: files may lead elsewhere now
+		}
+	}
+	clear(w.hidden)
 	now := time.Now()
 	var held map[string]bool
 	var due time.Duration

@@ -237,6 +237,35 @@ func TestWatchConfigMap(t *testing.T) {
 	})
 }
 
+// TestWatchHiddenLinkMadeInPlace: a hidden link made where the files lead
+// (..data, by ln -s rather than renamed into place, as Kubernetes does) is
+// seen like a swapped one, though Watch no longer looks at each hidden
+// name as its event comes: a hidden name that is written or removed is a
+// writer's temporary file, and is not looked at.
+func TestWatchHiddenLinkMadeInPlace(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, filepath.Join("..v1", "a.yaml"), clusterYAML("a", 1))
+		if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if got := versions(w.result(t)); len(got) != 0 {
+			t.Fatalf("initial load, a.yaml leading nowhere: %v, want nothing", got)
+		}
+		// A writer's temporary file, renamed into place, comes and goes
+		// around the link.
+		write(t, dir, ".b.yaml.tmp", clusterYAML("b", 1))
+		if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(dir, ".b.yaml.tmp"), filepath.Join(dir, "b.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": clusterYAML("b", 1)}))
+	})
+}
+
 // blockCluster is clusterYAML in block style, so that a prefix of it
 // ending within the port is valid YAML with another port.
 func blockCluster(name, port string) string {

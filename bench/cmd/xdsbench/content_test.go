@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"os"
+	"slices"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -61,4 +65,79 @@ func TestParse(t *testing.T) {
 	if _, err := clusterIndex("cluster-10", 10); err == nil {
 		t.Error("clusterIndex accepted an index out of range")
 	}
+}
+
+// TestDirStager checks what a change writes to the configuration
+// directory: the changed endpoint sets at their new generation and, with
+// rewriteAll, every other one again with the bytes it holds; renamed into
+// place (a new inode) or written in place.
+func TestDirStager(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		inPlace, rewriteAll bool
+		renamed             []int // endpoint sets given a new inode by the second change
+	}{
+		{"renamed", false, false, []int{1, 3}},
+		{"in place", true, false, nil},
+		{"all renamed", false, true, []int{0, 1, 2, 3, 4}},
+		{"all in place", true, true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			const sets, endpoints = 5, 2
+			if err := writeConfigDir(dir, sets, endpoints); err != nil {
+				t.Fatal(err)
+			}
+			stage := dirStager(dir, env{clusters: sets, endpoints: endpoints, inPlace: tc.inPlace, rewriteAll: tc.rewriteAll})
+			for gen, idx := range [][]int{{1}, {1, 3}} {
+				commit, err := stage(context.Background(), gen+1, idx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := inodes(t, dir, sets)
+				if err := commit(); err != nil {
+					t.Fatal(err)
+				}
+				if gen == 0 {
+					continue
+				}
+				after := inodes(t, dir, sets)
+				var renamed []int
+				for i := range sets {
+					if !os.SameFile(after[i], before[i]) {
+						renamed = append(renamed, i)
+					}
+				}
+				if !slices.Equal(renamed, tc.renamed) {
+					t.Errorf("second change renamed the endpoint sets %v into place, want %v", renamed, tc.renamed)
+				}
+			}
+			for i, want := range []int{0, 2, 0, 2, 0} { // set 1 changed twice, set 3 once
+				got, err := os.ReadFile(claFile(dir, i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, claYAML(i, endpoints, want)) {
+					t.Errorf("endpoint set %d holds\n%s\nwant generation %d", i, got, want)
+				}
+			}
+		})
+	}
+	if got, want := rewriteOrder([]int{3, 1}, 5), []int{0, 2, 4, 3, 1}; !slices.Equal(got, want) {
+		t.Errorf("rewriteOrder = %v, want %v", got, want)
+	}
+}
+
+// inodes returns the endpoint files' information, for os.SameFile.
+func inodes(t *testing.T, dir string, sets int) []os.FileInfo {
+	t.Helper()
+	out := make([]os.FileInfo, sets)
+	for i := range sets {
+		info, err := os.Stat(claFile(dir, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = info
+	}
+	return out
 }

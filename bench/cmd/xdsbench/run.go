@@ -33,6 +33,7 @@ type options struct {
 	node           string // nodeMinimal or nodeEnvoy
 	repeatNode     bool
 	inPlace        bool // xdsd-dir: rewrite endpoint files in place, not renamed into place
+	rewriteAll     bool // xdsd-dir: rewrite every endpoint file in each change, the K changed ones and the others byte-identical
 	streamsPerConn int
 	readBuffer     int
 	writeBuffer    int
@@ -106,6 +107,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.StringVar(&o.node, "node", o.node, "the clients' node: minimal (an id and a cluster) or envoy (also the user agent, build, client features\nand ~300 extensions, some 40 KB, as an Envoy sends)")
 	fs.BoolVar(&o.repeatNode, "repeat-node", false, "send the node in every request, as an Envoy does unless its config source sets\nset_node_on_first_message_only (default: in the first request only)")
 	fs.BoolVar(&o.inPlace, "in-place", false, "xdsd-dir: rewrite each changed endpoint file in place (truncate, write, close), as cp or a shell\nredirection does (default: write a temporary file, then rename it into place)")
+	fs.BoolVar(&o.rewriteAll, "rewrite-all", false, "xdsd-dir: each change rewrites every endpoint file, the K changed and the others with the bytes they hold,\nas a generator that writes the whole directory does; the change's time starts before the first file")
 	fs.IntVar(&o.streamsPerConn, "streams-per-conn", o.streamsPerConn, "ADS streams multiplexed on one gRPC connection (1: one connection per client, like Envoy)")
 	fs.IntVar(&o.readBuffer, "read-buffer", o.readBuffer, "client gRPC read buffer per connection, bytes")
 	fs.IntVar(&o.writeBuffer, "write-buffer", o.writeBuffer, "client gRPC write buffer per connection, bytes")
@@ -247,7 +249,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) ([]*result, 
 		logf("RLIMIT_NOFILE is %d: too low for %d connections", lim, o.clients)
 	}
 	defer httpClient.CloseIdleConnections()
-	e := env{clusters: o.clusters, endpoints: o.endpoints, inPlace: o.inPlace, log: logf, xdsdBin: o.xdsdBin}
+	e := env{clusters: o.clusters, endpoints: o.endpoints, inPlace: o.inPlace, rewriteAll: o.rewriteAll, log: logf, xdsdBin: o.xdsdBin}
 	var err error
 	if e.self, err = os.Executable(); err != nil {
 		return nil, err
@@ -316,6 +318,8 @@ type roundResult struct {
 	Gen           int
 	Updated       int     // clients that got the change
 	P50, P99, Max float64 // seconds, over clients
+	Min           float64 // seconds: the first client
+	Commit        float64 // seconds the change took to make (writing files, or the control call)
 	Bytes         int64   // received by all clients until quiet
 	CPU           float64 // server CPU seconds until quiet
 	ClientCPU     float64 // this process's CPU seconds over the same span
@@ -424,8 +428,8 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 			return fail(fmt.Errorf("round %d: %w", gen, err))
 		}
 		res.Rounds = append(res.Rounds, rr)
-		logf("%s %s: round %d: max %.1fms p50 %.1fms p99 %.1fms, %d bytes, CPU %.2fs%s",
-			name, mode, gen, rr.Max*1e3, rr.P50*1e3, rr.P99*1e3, rr.Bytes, rr.CPU, map[bool]string{false: " (not quiet)", true: ""}[rr.Quiet])
+		logf("%s %s: round %d: change made in %.1fms, first client %.1fms, max %.1fms p50 %.1fms p99 %.1fms, %d bytes, CPU %.2fs%s",
+			name, mode, gen, rr.Commit*1e3, rr.Min*1e3, rr.Max*1e3, rr.P50*1e3, rr.P99*1e3, rr.Bytes, rr.CPU, map[bool]string{false: " (not quiet)", true: ""}[rr.Quiet])
 		runtime.GC()
 	}
 	if res.RSS, res.PeakRSS, err = memStatus(pid); err != nil {
@@ -480,6 +484,7 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	if err := commit(); err != nil {
 		return rr, err
 	}
+	rr.Commit = time.Since(t0).Seconds()
 	werr := f.wait(ctx, r, o.roundTimeout)
 	rr.Quiet = quiesce(ctx, f, pid, o.quiet, o.quietTimeout)
 	cpu1, err := cpuTicks(pid)
@@ -506,6 +511,7 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	rr.P50 = quantile(rr.latencies, 0.50).Seconds()
 	rr.P99 = quantile(rr.latencies, 0.99).Seconds()
 	rr.Max = rr.latencies[len(rr.latencies)-1].Seconds()
+	rr.Min = rr.latencies[0].Seconds()
 	return rr, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,10 @@ type env struct {
 	clusters  int
 	endpoints int
 	inPlace   bool // xdsd-dir: endpoint files rewritten in place (-in-place)
-	log       func(format string, args ...any)
+	// rewriteAll: xdsd-dir: every endpoint file rewritten in each change
+	// (-rewrite-all).
+	rewriteAll bool
+	log        func(format string, args ...any)
 }
 
 // running is a started server under test.
@@ -113,10 +117,24 @@ func startXDSDDir(ctx context.Context, e env, readyTimeout time.Duration) (*runn
 		return nil, err
 	}
 	r := &running{proc: p, xdsAddr: xdsAddr, pprofBase: "http://" + adminAddr}
-	r.stage = func(_ context.Context, gen int, idx []int) (func() error, error) {
+	r.stage = dirStager(dir, e)
+	return r, nil
+}
+
+// dirStager returns the stage function of a configuration directory dir
+// laid out by writeConfigDir, with e's endpoint sets.
+func dirStager(dir string, e env) func(ctx context.Context, gen int, idx []int) (func() error, error) {
+	gens := make([]int, e.clusters) // each endpoint set's generation on disk
+	return func(_ context.Context, gen int, idx []int) (func() error, error) {
+		for _, i := range idx {
+			gens[i] = gen
+		}
+		if e.rewriteAll {
+			idx = rewriteOrder(idx, e.clusters)
+		}
 		puts := make([]func() error, 0, len(idx))
 		for _, i := range idx {
-			put, err := stageCLA(dir, i, e.endpoints, gen, e.inPlace)
+			put, err := stageCLA(dir, i, e.endpoints, gens[i], e.inPlace)
 			if err != nil {
 				return nil, err
 			}
@@ -131,7 +149,19 @@ func startXDSDDir(ctx context.Context, e env, readyTimeout time.Duration) (*runn
 			return nil
 		}, nil
 	}
-	return r, nil
+}
+
+// rewriteOrder is the order in which a change of the endpoint sets
+// changed rewrites all n of them: the others first, the changed ones last,
+// so that the change waits for them all.
+func rewriteOrder(changed []int, n int) []int {
+	order := make([]int, 0, n)
+	for i := range n {
+		if !slices.Contains(changed, i) {
+			order = append(order, i)
+		}
+	}
+	return append(order, changed...)
 }
 
 // startSelf runs this program's serve-* subcommand sub and uses its control

@@ -23,8 +23,9 @@ func TestMain(m *testing.M) {
 // TestEndToEnd runs a tiny scenario against the real xdsd binary (built from
 // this repository), go-control-plane's LinearCache and the floor server, in
 // both modes, with either client (the h2 clients repeating an Envoy's
-// node, grpc-go's with its default windows and read buffer), and checks that every client got the initial state and every
-// change.
+// node and writing files in place, grpc-go's with its default windows and
+// read buffer and rewriting every file), and checks that every client got
+// the initial state and every change.
 func TestEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds xdsd and starts servers")
@@ -44,8 +45,9 @@ func endToEnd(t *testing.T, client string) {
 	if client == clientH2 { // one of the runs sends Envoy's node in every request and writes files in place
 		o.node, o.repeatNode, o.inPlace = nodeEnvoy, true, true
 		o.servers[1], lib = srvXDSDLibGRPC, "xdsd (lib, grpc-go)"
-	} else { // the other is grpc-go's client as it comes: it probes the bandwidth after responses
+	} else { // the other is grpc-go's client as it comes, which probes the bandwidth after responses, and rewrites every file
 		o.window, o.readBuffer = 0, 32<<10
+		o.rewriteAll = true
 	}
 	o.modes = []string{"sotw", "delta"}
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
@@ -69,9 +71,9 @@ func endToEnd(t *testing.T, client string) {
 			t.Errorf("%s %s: initial sync %v, idle RSS %d, %d rounds", r.Server, r.Mode, r.InitialSync, r.IdleRSS, len(r.Rounds))
 		}
 		for _, rr := range r.Rounds {
-			if rr.Updated != o.clients || rr.Max <= 0 || rr.Bytes <= 0 {
-				t.Errorf("%s %s round %d: %d of %d clients updated, max %v, %d bytes",
-					r.Server, r.Mode, rr.Gen, rr.Updated, o.clients, rr.Max, rr.Bytes)
+			if rr.Updated != o.clients || rr.Max <= 0 || rr.Min > rr.Max || rr.Commit <= 0 || rr.Bytes <= 0 {
+				t.Errorf("%s %s round %d: %d of %d clients updated, first %v, max %v, change made in %v, %d bytes",
+					r.Server, r.Mode, rr.Gen, rr.Updated, o.clients, rr.Min, rr.Max, rr.Commit, rr.Bytes)
 			}
 		}
 	}
