@@ -1,8 +1,10 @@
 package configdir
 
 import (
+	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -38,6 +40,36 @@ func UseFakeNotifier(t testing.TB) *FakeNotifier {
 	newNotifier = func() (notifier, error) { return f, nil }
 	t.Cleanup(func() { newNotifier = old })
 	return f
+}
+
+// FakeEvent is what a FakeNotifier reports of one path: Op is "changed",
+// "gone", "arrived", "written" or "closed" (see noticeOp).
+type FakeEvent struct{ Path, Op string }
+
+// Report reports events, in one batch, as one read of inotify would.
+func (f *FakeNotifier) Report(events ...FakeEvent) {
+	ops := map[string]noticeOp{"changed": opChanged, "gone": opGone, "arrived": opArrived, "written": opWritten, "closed": opClosed}
+	nts := make([]notice, len(events))
+	for i, ev := range events {
+		op, ok := ops[ev.Op]
+		if !ok {
+			panic("FakeNotifier: no op " + ev.Op)
+		}
+		nts[i] = notice{path: ev.Path, op: op}
+	}
+	f.out <- nts
+}
+
+// CountLstat counts Watch's calls of os.Lstat until the test ends.
+func CountLstat(t testing.TB) *atomic.Int64 {
+	var n atomic.Int64
+	old := lstat
+	lstat = func(name string) (fs.FileInfo, error) {
+		n.Add(1)
+		return old(name)
+	}
+	t.Cleanup(func() { lstat = old })
+	return &n
 }
 
 // Fail reports err as a failure of the watcher (events lost).

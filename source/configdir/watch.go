@@ -110,9 +110,8 @@ type watch struct {
 	reject  func(error)
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
-	// hidden holds the paths of hidden names created, or renamed to,
-	// since the last load and neither written nor gone since: each is a
-	// writer's temporary file or a link put in place (see load).
+	// hidden holds hidden names (see notice): true for those to look at
+	// when loading, false for files a writer wrote, until they go.
 	hidden  map[string]bool
 	full    bool        // walk the directory: a directory changed, or a read failed
 	rewatch bool        // watch the directory again: it moved or went
@@ -154,17 +153,21 @@ func (w *watch) notice(nt notice) {
 		}
 	case nt.moved:
 	case strings.HasPrefix(filepath.Base(rel), "."):
-		// A writer's temporary file, or a link put in place (a Kubernetes
-		// ConfigMap swaps its "..data"): load tells which, for the names
-		// still there. A file written, or gone, is no link: a generator
-		// that writes a thousand temporary files and renames them into
-		// place costs no system call here.
-		if nt.op == opChanged || nt.op == opArrived {
-			w.hidden[nt.path] = true
-		} else {
+		// A writer's temporary file, or a link the files lead through,
+		// put in place, swapped or removed (a Kubernetes ConfigMap swaps
+		// its "..data"). A file written is no link: it is remembered as
+		// such until it goes, so that a generator that writes a thousand
+		// temporary files and renames them into place costs no system
+		// call. Any other name is looked at when loading.
+		switch look, known := w.hidden[nt.path]; {
+		case nt.op == opWritten || nt.op == opClosed:
+			w.hidden[nt.path] = false
+			return
+		case nt.op == opGone && known && !look:
 			delete(w.hidden, nt.path)
 			return
 		}
+		w.hidden[nt.path] = true
 	default:
 		// A directory created, removed or renamed: walk again. A link to
 		// a directory is not followed, as Load does not follow it.
@@ -222,12 +225,17 @@ func (w *watch) stopTimer() {
 // open (see WriteWait), and returns how long until the first of those
 // falls due, or 0 if there is none.
 func (w *watch) load() time.Duration {
-	for path := range w.hidden {
-		if info, err := os.Lstat(path); err == nil && info.Mode()&fs.ModeSymlink != 0 {
-			w.full = true // a link swapped: files may lead elsewhere now
+	for path, look := range w.hidden {
+		if !look {
+			continue
+		}
+		delete(w.hidden, path)
+		// A link put in place, or a name gone that may have been one:
+		// files may lead elsewhere now, or nowhere.
+		if info, err := lstat(path); (err == nil && info.Mode()&fs.ModeSymlink != 0) || errors.Is(err, fs.ErrNotExist) {
+			w.full = true
 		}
 	}
-	clear(w.hidden)
 	now := time.Now()
 	var held map[string]bool
 	var due time.Duration
@@ -310,6 +318,9 @@ func addTree(n notifier, dir string) error {
 		return n.add(path)
 	})
 }
+
+// lstat is os.Lstat; tests count its calls.
+var lstat = os.Lstat
 
 // rootPath is dir ending in a separator, so that addTree (and the file
 // watcher) follow it if it is a link to a directory.

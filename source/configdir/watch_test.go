@@ -266,6 +266,84 @@ func TestWatchHiddenLinkMadeInPlace(t *testing.T) {
 	})
 }
 
+// linkData lays dir out as a Kubernetes ConfigMap volume does: a.yaml
+// leads to ..data/a.yaml, and ..data to ..v1, which holds a.yaml with
+// content.
+func linkData(t *testing.T, dir, content string) {
+	t.Helper()
+	write(t, dir, filepath.Join("..v1", "a.yaml"), content)
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestWatchHiddenLinkRemoved: the hidden link the files lead through is
+// removed: they lead nowhere now, and their clusters go.
+func TestWatchHiddenLinkRemoved(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		linkData(t, dir, clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if got := versions(w.result(t)); len(got) == 0 {
+			t.Fatal("initial load: nothing")
+		}
+		if err := os.Remove(filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, nil)
+	})
+}
+
+// TestWatchTemporaryFilesCostNoLstat: a hidden file that a writer wrote,
+// then renamed into place, is no link: Watch does not look at it, even
+// when a load comes between the write and the rename (a generator that
+// writes all its temporary files, then renames them all). A hidden name
+// created and not written, or gone without being seen written, is looked
+// at.
+func TestWatchTemporaryFilesCostNoLstat(t *testing.T) {
+	lstats := configdir.CountLstat(t)
+	fake := configdir.UseFakeNotifier(t)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	path := func(name string) string { return filepath.Join(dir, name) }
+	write(t, dir, ".b.yaml.tmp", clusterYAML("b", 1))
+	fake.Report(
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "changed"},
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "written"},
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "closed"},
+	)
+	write(t, dir, "a.yaml", clusterYAML("a", 2)) // a load between the write and the rename
+	fake.Report(configdir.FakeEvent{Path: path("a.yaml"), Op: "closed"})
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	if err := os.Rename(path(".b.yaml.tmp"), path("b.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	fake.Report(
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "gone"},
+		configdir.FakeEvent{Path: path("b.yaml"), Op: "arrived"},
+	)
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 1)}))
+	if n := lstats.Load(); n != 0 {
+		t.Fatalf("%d lstat calls for a written temporary file, want 0", n)
+	}
+	// An empty temporary file, never written, renamed into place: looked
+	// at once, gone (it may have been a link), so the directory is walked.
+	write(t, dir, "c.yaml", clusterYAML("c", 1))
+	fake.Report(
+		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "changed"},
+		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "gone"},
+	)
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 1), "c.yaml": clusterYAML("c", 1)}))
+	if n := lstats.Load(); n != 1 {
+		t.Fatalf("%d lstat calls for a hidden name not written, want 1", n)
+	}
+}
+
 // blockCluster is clusterYAML in block style, so that a prefix of it
 // ending within the port is valid YAML with another port.
 func blockCluster(name, port string) string {
