@@ -1,0 +1,46 @@
+// One ADS stream on @grpc/grpc-js (Node.js's http2, which is nghttp2), for
+// xdsd's interop test (e2e/interop_test.go). The same protocol as ads.py:
+//
+//   node ads.js ADDRESS sotw|delta
+//
+// Each line read from stdin is a request message, hex-encoded, sent on the
+// stream; an empty line, or the end of stdin, half-closes it. Each response
+// is written to stdout as "RECV <hex>", and the call's end as
+// "END <code> <details>" (code 0 is OK).
+'use strict';
+
+const grpc = require('@grpc/grpc-js');
+const readline = require('readline');
+
+const methods = {
+  sotw: '/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources',
+  delta: '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources',
+};
+
+const [address, mode] = process.argv.slice(2);
+const client = new grpc.Client(address, grpc.credentials.createInsecure());
+const same = (b) => b;
+const call = client.makeBidiStreamRequest(methods[mode], same, same);
+call.on('data', (msg) => process.stdout.write('RECV ' + msg.toString('hex') + '\n'));
+call.on('error', () => {}); // the status below says it
+call.on('status', (st) => {
+  process.stdout.write('END ' + st.code + ' ' + st.details + '\n');
+  client.close();
+});
+
+let ended = false;
+const end = () => {
+  if (!ended) {
+    ended = true;
+    call.end();
+  }
+};
+const lines = readline.createInterface({ input: process.stdin });
+lines.on('line', (line) => {
+  if (line === '') {
+    end();
+  } else if (!ended) {
+    call.write(Buffer.from(line, 'hex'));
+  }
+});
+lines.on('close', end);

@@ -1,0 +1,56 @@
+"""One ADS stream on gRPC's C-core (Debian's python3-grpcio), for xdsd's
+interop test (e2e/interop_test.go).
+
+Usage: ads.py ADDRESS sotw|delta
+
+Each line read from stdin is a request message, hex-encoded, sent on the
+stream; an empty line, or the end of stdin, half-closes it. Each response
+is written to stdout as "RECV <hex>", and the call's end as
+"END <code> <details>" (code 0 is OK).
+"""
+
+import queue
+import sys
+import threading
+
+import grpc
+
+METHODS = {
+    "sotw": "/envoy.service.discovery.v3.AggregatedDiscoveryService/StreamAggregatedResources",
+    "delta": "/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources",
+}
+
+
+def main():
+    address, mode = sys.argv[1], sys.argv[2]
+    requests = queue.Queue()
+
+    def read_stdin():
+        for line in sys.stdin:
+            line = line.strip()
+            if not line:
+                break
+            requests.put(bytes.fromhex(line))
+        requests.put(None)
+
+    threading.Thread(target=read_stdin, daemon=True).start()
+
+    def stream():
+        while True:
+            msg = requests.get()
+            if msg is None:
+                return
+            yield msg
+
+    with grpc.insecure_channel(address) as channel:
+        call = channel.stream_stream(METHODS[mode])(stream())
+        try:
+            for response in call:
+                print("RECV " + response.hex(), flush=True)
+            print("END 0 ", flush=True)
+        except grpc.RpcError as err:
+            print("END %d %s" % (err.code().value[0], err.details()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
