@@ -157,6 +157,9 @@ func (c *conn) readLoop() error {
 			c.pr.atBoundary()
 		}
 		fh, err := c.fr.ReadFrameHeader()
+		if errors.Is(err, http2.ErrFrameTooLarge) {
+			return http2.ConnectionError(http2.ErrCodeFrameSize) // RFC 9113 §4.2
+		}
 		if err != nil {
 			return err
 		}
@@ -217,15 +220,22 @@ func (c *conn) handle(f http2.Frame) error {
 	case *http2.PingFrame:
 		return c.onPing(f.IsAck(), f.Data[:])
 	case *http2.RSTStreamFrame:
+		if c.idleStream(f.StreamID) {
+			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 §5.1
+		}
 		if st := c.stream(f.StreamID); st != nil {
 			st.reset(status.Error(codes.Canceled, "h2grpc: the client reset the stream"))
+		}
+	case *http2.PriorityFrame:
+		if f.StreamDep == f.StreamID {
+			return http2.StreamError{StreamID: f.StreamID, Code: http2.ErrCodeProtocol} // RFC 9113 §5.3.1
 		}
 	case *http2.PushPromiseFrame:
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	case *http2.GoAwayFrame:
 		// The client opens no more streams; those open carry on.
 	}
-	return nil // PRIORITY, unknown types: ignored
+	return nil // PRIORITY otherwise, unknown types: ignored
 }
 
 // onPing answers a PING with its 8 bytes of data, unless it is an answer
@@ -442,6 +452,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if refuse {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
+	if malformed(f) {
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+	}
 	st, err := c.newStream(f)
 	if err != nil {
 		return c.writeTrailersOnly(id, status.Convert(err))
@@ -458,6 +471,30 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		st.run()
 	}()
 	return nil
+}
+
+// malformed reports whether a request's header block is malformed (RFC
+// 9113 §8.1.1): its stream depends on itself (§5.3.1), it lacks :method,
+// :scheme or :path (§8.3.1), or it has a connection-specific field, or te
+// other than "trailers" (§8.2.2). The framer checks the rest.
+func malformed(f *http2.MetaHeadersFrame) bool {
+	if f.HasPriority() && f.Priority.StreamDep == f.StreamID {
+		return true
+	}
+	if f.PseudoValue("method") == "" || f.PseudoValue("scheme") == "" || f.PseudoValue("path") == "" {
+		return true
+	}
+	for _, hf := range f.RegularFields() {
+		switch hf.Name {
+		case "connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade":
+			return true
+		case "te":
+			if hf.Value != "trailers" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // resetStream sends RST_STREAM with code and ends the stream, if open.

@@ -181,13 +181,23 @@ func startCall(w *bytes.Buffer) *http2.Framer {
 // writeCallHeaders writes the HEADERS frame that starts a gRPC call of
 // method path on stream id.
 func writeCallHeaders(fr *http2.Framer, id uint32, path string) {
+	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: headerBlock(callFields(path)), EndHeaders: true})
+}
+
+// callFields are the header fields that start a gRPC call of method path.
+func callFields(path string) [][2]string {
+	return [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
+		{":path", path}, {"content-type", "application/grpc"}, {"te", "trailers"}}
+}
+
+// headerBlock encodes fields, in order, as a header block.
+func headerBlock(fields [][2]string) []byte {
 	var hb bytes.Buffer
 	enc := hpack.NewEncoder(&hb)
-	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":authority", "x"},
-		{":path", path}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
-		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	for _, f := range fields {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]}) // writes to a bytes.Buffer do not fail
 	}
-	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: hb.Bytes(), EndHeaders: true})
+	return hb.Bytes()
 }
 
 // openCall opens a connection to addr and starts a StreamingInputCall on

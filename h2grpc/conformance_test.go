@@ -1,0 +1,154 @@
+package h2grpc_test
+
+import (
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// TestConformance: what RFC 9113 asks of a server that h2spec checks, and
+// that a gRPC request shows (h2spec's own requests are not gRPC, so the
+// server answers them with a gRPC status and ends them first). Each case
+// sends a frame after the preface and checks the error frame it gets: a
+// connection error (GOAWAY with the code, then the close) or a stream
+// error (RST_STREAM with the code, the connection going on).
+func TestConformance(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{})
+	const path = "/grpc.testing.TestService/UnaryCall"
+	request := callFields(path)
+	with := func(name, value string) [][2]string {
+		return append(request[:len(request):len(request)], [2]string{name, value})
+	}
+	without := func(name string) [][2]string {
+		var out [][2]string
+		for _, f := range request {
+			if f[0] != name {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	set := func(name, value string) [][2]string {
+		out := slices.Clone(request)
+		for i := range out {
+			if out[i][0] == name {
+				out[i][1] = value
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		send   func(fr *http2.Framer)
+		goAway bool // a connection error, else a stream error on stream 1
+		code   http2.ErrCode
+	}{
+		{"a frame larger than SETTINGS_MAX_FRAME_SIZE (4.2)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, request)
+			fr.WriteData(1, false, make([]byte, 16<<10+1))
+		}, true, http2.ErrCodeFrameSize},
+		{"RST_STREAM on an idle stream (5.1, 6.4)", func(fr *http2.Framer) {
+			fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		}, true, http2.ErrCodeProtocol},
+		{"PRIORITY depending on its own stream (5.3.1)", func(fr *http2.Framer) {
+			fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 16})
+		}, false, http2.ErrCodeProtocol},
+		{"HEADERS depending on its own stream (5.3.1)", func(fr *http2.Framer) {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(request), EndHeaders: true,
+				Priority: http2.PriorityParam{StreamDep: 1, Weight: 16}})
+		}, false, http2.ErrCodeProtocol},
+		{"a connection-specific header (8.2.2)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("connection", "keep-alive"))
+		}, false, http2.ErrCodeProtocol},
+		{"te other than trailers (8.2.2)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, set("te", "trailers, deflate"))
+		}, false, http2.ErrCodeProtocol},
+		{"an empty :path (8.3.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, set(":path", ""))
+		}, false, http2.ErrCodeProtocol},
+		{"no :method (8.3.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, without(":method"))
+		}, false, http2.ErrCodeProtocol},
+		{"no :scheme (8.3.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, without(":scheme"))
+		}, false, http2.ErrCodeProtocol},
+		{"no :path (8.3.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, without(":path"))
+		}, false, http2.ErrCodeProtocol},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nc, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetDeadline(time.Now().Add(10 * time.Second))
+			fr := http2.NewFramer(nc, nc)
+			fr.AllowIllegalWrites = true
+			fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+			nc.Write([]byte(http2.ClientPreface))
+			fr.WriteSettings()
+			tc.send(fr)
+			for {
+				f, err := fr.ReadFrame()
+				if err != nil {
+					t.Fatalf("no error frame before %v", err)
+				}
+				switch f := f.(type) {
+				case *http2.GoAwayFrame:
+					if !tc.goAway || f.ErrCode != tc.code {
+						t.Fatalf("GOAWAY %v, want %s", f.ErrCode, want(tc.goAway, tc.code))
+					}
+					// Closed: a reset if the client's frame was left unread.
+					if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
+						t.Fatalf("after GOAWAY: %v, want the connection closed", err)
+					}
+					return
+				case *http2.RSTStreamFrame:
+					if tc.goAway || f.StreamID != 1 || f.ErrCode != tc.code {
+						t.Fatalf("RST_STREAM %v on stream %d, want %s", f.ErrCode, f.StreamID, want(tc.goAway, tc.code))
+					}
+					// The connection goes on: a PING is answered.
+					fr.WritePing(false, [8]byte{1})
+					for {
+						f, err := fr.ReadFrame()
+						if err != nil {
+							t.Fatalf("after RST_STREAM: %v, want the PING answered", err)
+						}
+						if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
+							return
+						}
+					}
+				case *http2.MetaHeadersFrame:
+					if f.StreamEnded() {
+						t.Fatalf("stream %d answered with %v, want %s", f.StreamID, f.Fields, want(tc.goAway, tc.code))
+					}
+				}
+			}
+		})
+	}
+}
+
+func want(goAway bool, code http2.ErrCode) string {
+	if goAway {
+		return "GOAWAY " + code.String()
+	}
+	return "RST_STREAM " + code.String() + " on stream 1"
+}
+
+// writeHeaders writes a header block of fields, in order, on stream 1.
+func writeHeaders(t *testing.T, fr *http2.Framer, fields [][2]string) {
+	t.Helper()
+	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(fields), EndHeaders: true}); err != nil {
+		t.Fatal(err)
+	}
+}
