@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -28,7 +29,9 @@ import (
 // an Envoy's node, some 30 KB, in every request, so that requests span
 // several HTTP/2 frames; subscribes to every cluster; ACKs; is pushed a
 // change on the same stream and ACKs it; then half-closes. xdsd must end the
-// stream with OK, and /status must show the stream SYNCED.
+// stream with OK, and /status must show the stream SYNCED. Each does so in
+// cleartext and over mutual TLS (--tls-cert, --client-ca), as Envoys
+// reaching a control plane elsewhere do.
 //
 // The clients are scripts under testdata/interop. `.ci/run` installs what
 // they need (python3-grpcio from Debian, npm ci there) and sets
@@ -37,22 +40,32 @@ func TestDaemon_interop_foreign_clients(t *testing.T) {
 	t.Parallel()
 	for _, c := range foreignClients(t) {
 		for _, mode := range []string{"sotw", "delta"} {
-			t.Run(c.name+"/"+mode, func(t *testing.T) {
-				t.Parallel()
-				interop(t, c, mode)
-			})
+			for _, mtls := range []bool{false, true} {
+				name := c.name + "/" + mode
+				if mtls {
+					name += "/mtls"
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					interop(t, c, mode, mtls)
+				})
+			}
 		}
 	}
 }
 
-func interop(t *testing.T, c foreignClient, mode string) {
+func interop(t *testing.T, c foreignClient, mode string, mtls bool) {
 	cfg := newConfigDir(t)
 	cfg.writeService(dummyA)
-	d := startReady(t, nil, serveArgs(cfg.dir)...)
+	var serverArgs, clientArgs []string
+	if mtls {
+		serverArgs, clientArgs = mutualTLS(t)
+	}
+	d := startReady(t, nil, serveArgs(cfg.dir, serverArgs...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	p := startForeign(ctx, t, c, d.xds, mode)
-	id := "interop-" + c.name + "-" + mode
+	p := startForeign(ctx, t, c, append([]string{d.xds, mode}, clientArgs...))
+	id := fmt.Sprintf("interop-%s-%s-%t", c.name, mode, mtls)
 	node := interopNode(id)
 	cds := resource.LookupShort("cds").URL
 
@@ -107,6 +120,24 @@ func interop(t *testing.T, c foreignClient, mode string) {
 	if code, details := p.end(); code != "0" {
 		t.Errorf("stream ended with code %s (%s), want 0 (OK)", code, details)
 	}
+}
+
+// mutualTLS writes a server's and a client's certificates, each from its
+// CA, and returns xdsd's flags and the client's arguments (its CA, its
+// certificate and its key).
+func mutualTLS(t *testing.T) (serverArgs, clientArgs []string) {
+	serverCA := testcerts.NewCA(t, "interop server CA")
+	clientCA := testcerts.NewCA(t, "interop client CA")
+	server, client := serverCA.Issue(t, "xdsd", true), clientCA.Issue(t, "interop client", false)
+	dir := t.TempDir()
+	files := map[string][]byte{"server.crt": server.CertPEM, "server.key": server.KeyPEM, "client-ca.crt": clientCA.CertPEM,
+		"server-ca.crt": serverCA.CertPEM, "client.crt": client.CertPEM, "client.key": client.KeyPEM}
+	for name, data := range files {
+		writeFile(t, filepath.Join(dir, name), data)
+	}
+	in := func(name string) string { return filepath.Join(dir, name) }
+	return []string{"--tls-cert", in("server.crt"), "--tls-key", in("server.key"), "--client-ca", in("client-ca.crt")},
+		[]string{in("server-ca.crt"), in("client.crt"), in("client.key")}
 }
 
 // deltaNames returns the names of a delta response's resources, sorted.
@@ -184,11 +215,11 @@ type foreignProc struct {
 	done  chan error  // its exit
 }
 
-// startForeign starts client c on an ADS stream (mode "sotw" or "delta") to
-// addr. It is killed, if still running, when the test ends.
-func startForeign(ctx context.Context, t *testing.T, c foreignClient, addr, mode string) *foreignProc {
+// startForeign starts client c with args (see testdata/interop/ads.py). It
+// is killed, if still running, when the test ends.
+func startForeign(ctx context.Context, t *testing.T, c foreignClient, args []string) *foreignProc {
 	t.Helper()
-	cmd := exec.Command(c.argv[0], append(c.argv[1:], addr, mode)...)
+	cmd := exec.Command(c.argv[0], append(c.argv[1:], args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()

@@ -1,7 +1,10 @@
 // One ADS stream on @grpc/grpc-js (Node.js's http2, which is nghttp2), for
 // xdsd's interop test (e2e/interop_test.go). The same protocol as ads.py:
 //
-//   node ads.js ADDRESS sotw|delta
+//   node ads.js ADDRESS sotw|delta [CA CERT KEY]
+//
+// With CA, CERT and KEY (PEM files), the channel is TLS: the server's
+// certificate checked against CA, the client's own certificate CERT.
 //
 // Each line read from stdin is a request message, hex-encoded, sent on the
 // stream; an empty line, or the end of stdin, half-closes it. Each response
@@ -17,8 +20,13 @@ const methods = {
   delta: '/envoy.service.discovery.v3.AggregatedDiscoveryService/DeltaAggregatedResources',
 };
 
-const [address, mode] = process.argv.slice(2);
-const client = new grpc.Client(address, grpc.credentials.createInsecure());
+const fs = require('fs');
+
+const [address, mode, ca, cert, key] = process.argv.slice(2);
+const creds = ca
+  ? grpc.credentials.createSsl(fs.readFileSync(ca), fs.readFileSync(key), fs.readFileSync(cert))
+  : grpc.credentials.createInsecure();
+const client = new grpc.Client(address, creds);
 const same = (b) => b;
 const call = client.makeBidiStreamRequest(methods[mode], same, same);
 call.on('data', (msg) => process.stdout.write('RECV ' + msg.toString('hex') + '\n'));

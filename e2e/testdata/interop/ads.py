@@ -1,7 +1,10 @@
 """One ADS stream on gRPC's C-core (Debian's python3-grpcio), for xdsd's
 interop test (e2e/interop_test.go).
 
-Usage: ads.py ADDRESS sotw|delta
+Usage: ads.py ADDRESS sotw|delta [CA CERT KEY]
+
+With CA, CERT and KEY (PEM files), the channel is TLS: the server's
+certificate checked against CA, the client's own certificate CERT.
 
 Each line read from stdin is a request message, hex-encoded, sent on the
 stream; an empty line, or the end of stdin, half-closes it. Each response
@@ -42,7 +45,13 @@ def main():
                 return
             yield msg
 
-    with grpc.insecure_channel(address) as channel:
+    if len(sys.argv) > 3:
+        ca, cert, key = (open(f, "rb").read() for f in sys.argv[3:6])
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        channel = grpc.secure_channel(address, creds)
+    else:
+        channel = grpc.insecure_channel(address)
+    with channel:
         call = channel.stream_stream(METHODS[mode])(stream())
         try:
             for response in call:
