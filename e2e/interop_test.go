@@ -28,7 +28,10 @@ import (
 // @grpc/grpc-js (on nghttp2, the HTTP/2 library Envoy long used). Each sends
 // an Envoy's node, some 30 KB, in every request, so that requests span
 // several HTTP/2 frames; subscribes to every cluster; ACKs; is pushed a
-// change on the same stream and ACKs it; then half-closes. xdsd must end the
+// change on the same stream and ACKs it; then half-closes. Between the
+// first ACK and the change, it starts and cancels a thousand other calls on
+// its connection: C-core then resets streams it never sent HEADERS for,
+// which must not end the connection (and the ADS stream on it). xdsd must end the
 // stream with OK, and /status must show the stream SYNCED. Each does so in
 // cleartext and over mutual TLS (--tls-cert, --client-ca), as Envoys
 // reaching a control plane elsewhere do.
@@ -78,6 +81,7 @@ func interop(t *testing.T, c foreignClient, mode string, mtls bool) {
 		p.recv(resp)
 		first = anyNames(t, resp.GetResources())
 		p.send(&discovery.DiscoveryRequest{Node: node, TypeUrl: cds, VersionInfo: resp.GetVersionInfo(), ResponseNonce: resp.GetNonce()})
+		p.cancelCalls(1000)
 		cfg.write("other.yaml", clusterYAML("other")+endpointsItemYAML("other", dummyB))
 		p.recv(resp)
 		second = anyNames(t, resp.GetResources())
@@ -91,6 +95,7 @@ func interop(t *testing.T, c foreignClient, mode string, mtls bool) {
 		p.recv(resp)
 		first = deltaNames(resp)
 		p.send(&discovery.DeltaDiscoveryRequest{Node: node, TypeUrl: cds, ResponseNonce: resp.GetNonce()})
+		p.cancelCalls(1000)
 		cfg.write("other.yaml", clusterYAML("other")+endpointsItemYAML("other", dummyB))
 		p.recv(resp)
 		second = deltaNames(resp)
@@ -272,13 +277,24 @@ func (p *foreignProc) send(msg proto.Message) {
 	}
 }
 
+// cancelCalls has the client start n other calls on its connection and
+// cancel each at once.
+func (p *foreignProc) cancelCalls(n int) {
+	p.t.Helper()
+	if _, err := fmt.Fprintf(p.stdin, "CANCEL %d\n", n); err != nil {
+		p.t.Fatalf("sending: %v", err)
+	}
+}
+
 // next returns the client's next line.
 func (p *foreignProc) next() string {
 	p.t.Helper()
 	select {
 	case line, ok := <-p.lines:
 		if !ok {
-			p.t.Fatalf("the client ended: %v", <-p.done)
+			err := <-p.done
+			p.done <- err // for the cleanup
+			p.t.Fatalf("the client ended: %v", err)
 		}
 		return line
 	case <-p.ctx.Done():

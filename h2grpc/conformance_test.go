@@ -56,8 +56,8 @@ func TestConformance(t *testing.T) {
 			writeHeaders(t, fr, request)
 			fr.WriteData(1, false, make([]byte, 16<<10+1))
 		}, true, http2.ErrCodeFrameSize},
-		{"RST_STREAM on an idle stream (5.1, 6.4)", func(fr *http2.Framer) {
-			fr.WriteRSTStream(1, http2.ErrCodeCancel)
+		{"RST_STREAM on a stream of the server's, idle (5.1, 6.4)", func(fr *http2.Framer) {
+			fr.WriteRSTStream(2, http2.ErrCodeCancel)
 		}, true, http2.ErrCodeProtocol},
 		{"PRIORITY depending on its own stream (5.3.1)", func(fr *http2.Framer) {
 			fr.WritePriority(1, http2.PriorityParam{StreamDep: 1, Weight: 16})
@@ -98,11 +98,7 @@ func TestConformance(t *testing.T) {
 			nc.Write([]byte(http2.ClientPreface))
 			fr.WriteSettings()
 			tc.send(fr)
-			for {
-				f, err := fr.ReadFrame()
-				if err != nil {
-					t.Fatalf("no error frame before %v", err)
-				}
+			readFrames(t, fr, "an error frame", func(f http2.Frame) bool {
 				switch f := f.(type) {
 				case *http2.GoAwayFrame:
 					if !tc.goAway || f.ErrCode != tc.code {
@@ -112,28 +108,22 @@ func TestConformance(t *testing.T) {
 					if _, err := io.Copy(io.Discard, nc); err != nil && !errors.Is(err, syscall.ECONNRESET) {
 						t.Fatalf("after GOAWAY: %v, want the connection closed", err)
 					}
-					return
+					return true
 				case *http2.RSTStreamFrame:
 					if tc.goAway || f.StreamID != 1 || f.ErrCode != tc.code {
 						t.Fatalf("RST_STREAM %v on stream %d, want %s", f.ErrCode, f.StreamID, want(tc.goAway, tc.code))
 					}
 					// The connection goes on: a PING is answered.
 					fr.WritePing(false, [8]byte{1})
-					for {
-						f, err := fr.ReadFrame()
-						if err != nil {
-							t.Fatalf("after RST_STREAM: %v, want the PING answered", err)
-						}
-						if p, ok := f.(*http2.PingFrame); ok && p.IsAck() {
-							return
-						}
-					}
+					readFrames(t, fr, "the PING answered", pingAnswer)
+					return true
 				case *http2.MetaHeadersFrame:
 					if f.StreamEnded() {
 						t.Fatalf("stream %d answered with %v, want %s", f.StreamID, f.Fields, want(tc.goAway, tc.code))
 					}
 				}
-			}
+				return false
+			})
 		})
 	}
 }
@@ -151,4 +141,51 @@ func writeHeaders(t *testing.T, fr *http2.Framer, fields [][2]string) {
 	if err := fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(fields), EndHeaders: true}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestRSTStreamBeforeHeadersKeepsConnection: gRPC's C-core (grpc/grpc#19655,
+// #38758; Debian's python3-grpcio 1.51 does it) gives a call its stream id
+// when the call starts and, if the call is cancelled before its HEADERS are
+// written, sends RST_STREAM for that id and never the HEADERS. The server
+// must not take the connection, and the other calls on it, down for that,
+// though RFC 9113 calls it a connection error: grpc-go's server ignores it.
+func TestRSTStreamBeforeHeadersKeepsConnection(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{})
+	nc, rfr := openCall(t, addr) // stream 1: a StreamingInputCall, left open
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	wfr := http2.NewFramer(nc, nil)
+	wfr.WriteRSTStream(3, http2.ErrCodeCancel)                               // call 3, cancelled before its HEADERS went out
+	writeCallHeaders(wfr, 5, "/grpc.testing.TestService/StreamingInputCall") // the next call
+	wfr.WritePing(false, [8]byte{7})
+	readFrames(t, rfr, "the PING answered", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.GoAwayFrame:
+			t.Fatalf("GOAWAY %v after RST_STREAM on a stream the client cancelled before its HEADERS: the open call on stream 1 is lost", f.ErrCode)
+		case *http2.RSTStreamFrame:
+			t.Fatalf("RST_STREAM %v on stream %d", f.ErrCode, f.StreamID)
+		}
+		return pingAnswer(f)
+	})
+}
+
+// readFrames reads the server's frames and passes each to f until f
+// returns true; the connection ending first fails the test, which was
+// waiting for what.
+func readFrames(t *testing.T, fr *http2.Framer, what string, f func(http2.Frame) bool) {
+	t.Helper()
+	for {
+		frame, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		if f(frame) {
+			return
+		}
+	}
+}
+
+// pingAnswer reports whether f answers a PING.
+func pingAnswer(f http2.Frame) bool {
+	p, ok := f.(*http2.PingFrame)
+	return ok && p.IsAck()
 }

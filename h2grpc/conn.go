@@ -220,8 +220,13 @@ func (c *conn) handle(f http2.Frame) error {
 	case *http2.PingFrame:
 		return c.onPing(f.IsAck(), f.Data[:])
 	case *http2.RSTStreamFrame:
-		if c.idleStream(f.StreamID) {
-			return http2.ConnectionError(http2.ErrCodeProtocol) // RFC 9113 §5.1
+		// RST_STREAM on an idle stream is a connection error (RFC 9113
+		// §5.1), but gRPC's C-core sends one for a call cancelled before
+		// its HEADERS went out (grpc/grpc#19655): as grpc-go's server
+		// does, that is ignored, rather than end every call on the
+		// connection. Streams of the server's own (even) stay an error.
+		if f.StreamID%2 == 0 {
+			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		if st := c.stream(f.StreamID); st != nil {
 			st.reset(status.Error(codes.Canceled, "h2grpc: the client reset the stream"))

@@ -7,7 +7,9 @@
 // certificate checked against CA, the client's own certificate CERT.
 //
 // Each line read from stdin is a request message, hex-encoded, sent on the
-// stream; an empty line, or the end of stdin, half-closes it. Each response
+// stream, or "CANCEL <n>": start n other calls on the channel and cancel
+// each at once; an empty line, or the end of stdin, half-closes the
+// stream. Each response
 // is written to stdout as "RECV <hex>", and the call's end as
 // "END <code> <details>" (code 0 is OK).
 'use strict';
@@ -32,8 +34,10 @@ const call = client.makeBidiStreamRequest(methods[mode], same, same);
 call.on('data', (msg) => process.stdout.write('RECV ' + msg.toString('hex') + '\n'));
 call.on('error', () => {}); // the status below says it
 call.on('status', (st) => {
-  process.stdout.write('END ' + st.code + ' ' + st.details + '\n');
   client.close();
+  // The call is over: exit once the line is out, rather than wait for what
+  // the cancelled calls (CANCEL) may keep open in the channel.
+  process.stdout.write('END ' + st.code + ' ' + st.details + '\n', () => process.exit(0));
 });
 
 let ended = false;
@@ -47,6 +51,12 @@ const lines = readline.createInterface({ input: process.stdin });
 lines.on('line', (line) => {
   if (line === '') {
     end();
+  } else if (line.startsWith('CANCEL ')) {
+    for (let i = 0; i < Number(line.split(' ')[1]); i++) {
+      const other = client.makeBidiStreamRequest(methods[mode], same, same);
+      other.on('error', () => {});
+      other.cancel();
+    }
   } else if (!ended) {
     call.write(Buffer.from(line, 'hex'));
   }

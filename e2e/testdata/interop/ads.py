@@ -7,7 +7,9 @@ With CA, CERT and KEY (PEM files), the channel is TLS: the server's
 certificate checked against CA, the client's own certificate CERT.
 
 Each line read from stdin is a request message, hex-encoded, sent on the
-stream; an empty line, or the end of stdin, half-closes it. Each response
+stream, or "CANCEL <n>": start n other calls on the channel and cancel
+each at once (C-core then resets streams whose HEADERS it never sent); an
+empty line, or the end of stdin, half-closes the stream. Each response
 is written to stdout as "RECV <hex>", and the call's end as
 "END <code> <details>" (code 0 is OK).
 """
@@ -27,12 +29,22 @@ METHODS = {
 def main():
     address, mode = sys.argv[1], sys.argv[2]
     requests = queue.Queue()
+    if len(sys.argv) > 3:
+        ca, cert, key = (open(f, "rb").read() for f in sys.argv[3:6])
+        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        channel = grpc.secure_channel(address, creds)
+    else:
+        channel = grpc.insecure_channel(address)
 
     def read_stdin():
         for line in sys.stdin:
             line = line.strip()
             if not line:
                 break
+            if line.startswith("CANCEL "):
+                for _ in range(int(line.split()[1])):
+                    channel.stream_stream(METHODS[mode])(iter([])).cancel()
+                continue
             requests.put(bytes.fromhex(line))
         requests.put(None)
 
@@ -45,12 +57,6 @@ def main():
                 return
             yield msg
 
-    if len(sys.argv) > 3:
-        ca, cert, key = (open(f, "rb").read() for f in sys.argv[3:6])
-        creds = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-        channel = grpc.secure_channel(address, creds)
-    else:
-        channel = grpc.insecure_channel(address)
     with channel:
         call = channel.stream_stream(METHODS[mode])(stream())
         try:
