@@ -48,9 +48,11 @@ var writeWait = WriteWait
 // watched once it is.
 //
 // Files named with a leading "." are a writer's temporary files and are
-// ignored, except a symbolic link: a change of one (a Kubernetes ConfigMap
-// volume swaps its "..data" link) makes Watch walk the directory, reading
-// every file whose link now leads elsewhere.
+// ignored, except a symbolic link: one put in place, swapped or removed (a
+// Kubernetes ConfigMap volume swaps its "..data" link) makes Watch walk the
+// directory, reading every file whose link now leads elsewhere. So does a
+// hidden name removed that was not seen written, since it may have been a
+// link.
 func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reject func(error)) error {
 	n, err := newNotifier()
 	if err != nil {
