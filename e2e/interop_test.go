@@ -28,13 +28,13 @@ import (
 // @grpc/grpc-js (on nghttp2, the HTTP/2 library Envoy long used). Each sends
 // an Envoy's node, some 30 KB, in every request, so that requests span
 // several HTTP/2 frames; subscribes to every cluster; ACKs; is pushed a
-// change on the same stream and ACKs it; then half-closes. Between the
-// first ACK and the change, it starts and cancels a thousand other calls on
-// its connection: C-core then resets streams it never sent HEADERS for,
-// which must not end the connection (and the ADS stream on it). xdsd must end the
-// stream with OK, and /status must show the stream SYNCED. Each does so in
-// cleartext and over mutual TLS (--tls-cert, --client-ca), as Envoys
-// reaching a control plane elsewhere do.
+// change on the same stream and ACKs it; then half-closes. xdsd must end
+// the stream with OK, and /status must show the stream SYNCED. Between the
+// first ACK and the change, the client starts and cancels a thousand other
+// calls on its connection: C-core then resets streams it never sent HEADERS
+// for, which must not end the connection (and the ADS stream on it). Each
+// client does all this in cleartext and over mutual TLS (--tls-cert,
+// --client-ca), as Envoys reaching a control plane elsewhere do.
 //
 // The clients are scripts under testdata/interop. `.ci/run` installs what
 // they need (python3-grpcio from Debian, npm ci there) and sets
