@@ -43,12 +43,13 @@ func UseFakeNotifier(t testing.TB) *FakeNotifier {
 }
 
 // FakeEvent is what a FakeNotifier reports of one path: Op is "changed",
-// "gone", "arrived", "written" or "closed" (see noticeOp).
+// "created", "gone", "arrived", "written" or "closed" (see noticeOp).
 type FakeEvent struct{ Path, Op string }
 
 // Report reports events, in one batch, as one read of inotify would.
 func (f *FakeNotifier) Report(events ...FakeEvent) {
-	ops := map[string]noticeOp{"changed": opChanged, "gone": opGone, "arrived": opArrived, "written": opWritten, "closed": opClosed}
+	ops := map[string]noticeOp{"changed": opChanged, "created": opCreated, "gone": opGone, "arrived": opArrived,
+		"written": opWritten, "closed": opClosed}
 	nts := make([]notice, len(events))
 	for i, ev := range events {
 		op, ok := ops[ev.Op]

@@ -23,13 +23,17 @@ type notice struct {
 type noticeOp uint8
 
 const (
-	// opChanged: created, or its attributes changed.
+	// opChanged: its attributes changed (or, from the portable notifier,
+	// its contents).
 	opChanged noticeOp = iota
+	// opCreated: created (or, from the portable notifier, renamed to the
+	// path).
+	opCreated
 	// opGone: removed, or renamed away from the path.
 	opGone
 	// opArrived: another file was renamed to the path. Only a notifier
 	// that reports opClosed reports opArrived (the portable one reports
-	// opChanged instead).
+	// opCreated instead).
 	opArrived
 	// opWritten: its contents were modified; a writer may still have it
 	// open. Only a notifier that reports opClosed reports opWritten (the
@@ -65,7 +69,8 @@ type notifier interface {
 var newNotifier = defaultNotifier
 
 // portable is a notifier on fsnotify, for any platform. It cannot tell when
-// a writer is done, so a write is an opChanged notice.
+// a writer is done, so a write is an opChanged notice, and a rename to a
+// path (which fsnotify reports as a creation) an opCreated one.
 type portable struct {
 	w   *fsnotify.Watcher
 	out chan []notice
@@ -96,8 +101,11 @@ func (p *portable) translate() {
 				return
 			}
 			op := opChanged
-			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+			switch {
+			case ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename):
 				op = opGone
+			case ev.Has(fsnotify.Create):
+				op = opCreated
 			}
 			select {
 			case p.out <- []notice{{path: ev.Name, op: op}}:

@@ -196,6 +196,8 @@ func (n *inotify) notice(wd int32, mask uint32, name string) (notice, bool) {
 		op = opGone
 	case mask&unix.IN_MOVED_TO != 0:
 		op = opArrived
+	case mask&unix.IN_CREATE != 0:
+		op = opCreated
 	}
 	return notice{path: path, op: op, moved: mask&unix.IN_MOVE_SELF != 0, watch: wd}, true
 }

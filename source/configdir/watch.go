@@ -48,11 +48,10 @@ var writeWait = WriteWait
 // watched once it is.
 //
 // Files named with a leading "." are a writer's temporary files and are
-// ignored, except a symbolic link: one put in place, swapped or removed (a
-// Kubernetes ConfigMap volume swaps its "..data" link) makes Watch walk the
-// directory, reading every file whose link now leads elsewhere. So does a
-// hidden name removed that was not seen written, since it may have been a
-// link.
+// ignored, except a symbolic link or a directory: one put in place, swapped
+// or removed (a Kubernetes ConfigMap volume swaps its "..data" link) makes
+// Watch walk the directory, reading every file whose link now leads
+// elsewhere.
 func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reject func(error)) error {
 	n, err := newNotifier()
 	if err != nil {
@@ -63,7 +62,8 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	l.watched = true
-	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{}, hidden: map[string]bool{}, full: true}
+	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{},
+		hidden: map[string]bool{}, links: map[string]bool{}, full: true}
 	if _, err := os.Stat(dir); err != nil {
 		w.rewatch = true // not there yet: looked for every RootRetry, as if it went
 	}
@@ -112,15 +112,17 @@ type watch struct {
 	reject  func(error)
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
-	// hidden holds hidden names (see notice): true for those to look at
-	// when loading, false for files a writer wrote, until they go.
-	hidden  map[string]bool
-	full    bool        // walk the directory: a directory changed, or a read failed
-	rewatch bool        // watch the directory again: it moved or went
-	gone    bool        // and it was not there when last looked for
-	timer   *time.Timer // armed while a load is due; fire is its channel
-	fire    <-chan time.Time
-	first   time.Time // the first event of the burst the timer waits out
+	// hidden holds the hidden names events named since the last load:
+	// true if one made the name (created, or renamed to it) after the
+	// last that took it away. links holds the hidden links there were
+	// when last looked at (see load).
+	hidden, links map[string]bool
+	full          bool        // walk the directory: a directory changed, or a read failed
+	rewatch       bool        // watch the directory again: it moved or went
+	gone          bool        // and it was not there when last looked for
+	timer         *time.Timer // armed while a load is due; fire is its channel
+	fire          <-chan time.Time
+	first         time.Time // the first event of the burst the timer waits out
 }
 
 // noticeAll takes in a batch of notices, in order.
@@ -155,21 +157,21 @@ func (w *watch) notice(nt notice) {
 		}
 	case nt.moved:
 	case strings.HasPrefix(filepath.Base(rel), "."):
-		// A writer's temporary file, or a link the files lead through,
-		// put in place, swapped or removed (a Kubernetes ConfigMap swaps
-		// its "..data"). A file written is no link: it is remembered as
-		// such until it goes, so that a generator that writes a thousand
-		// temporary files and renames them into place costs no system
-		// call. Any other name is looked at when loading.
-		switch look, known := w.hidden[nt.path]; {
-		case nt.op == opWritten || nt.op == opClosed:
-			w.hidden[nt.path] = false
-			return
-		case nt.op == opGone && known && !look:
-			delete(w.hidden, nt.path)
+		// A writer's temporary file, or a link (or a directory) the
+		// files lead through, put in place, swapped or removed (a
+		// Kubernetes ConfigMap swaps its "..data"). Only what makes or
+		// takes away the name counts: load looks at the names there,
+		// and the links that went. Writes and closes say nothing of what
+		// the name is now: inotify reports them by the name a writer
+		// opened, after a link took its place.
+		switch nt.op {
+		case opCreated, opArrived:
+			w.hidden[filepath.Clean(nt.path)] = true
+		case opGone:
+			w.hidden[filepath.Clean(nt.path)] = false
+		default:
 			return
 		}
-		w.hidden[nt.path] = true
 	default:
 		// A directory created, removed or renamed: walk again. A link to
 		// a directory is not followed, as Load does not follow it.
@@ -227,17 +229,7 @@ func (w *watch) stopTimer() {
 // open (see WriteWait), and returns how long until the first of those
 // falls due, or 0 if there is none.
 func (w *watch) load() time.Duration {
-	for path, look := range w.hidden {
-		if !look {
-			continue
-		}
-		delete(w.hidden, path)
-		// A link put in place, or a name gone that may have been one:
-		// files may lead elsewhere now, or nowhere.
-		if info, err := lstat(path); (err == nil && info.Mode()&fs.ModeSymlink != 0) || errors.Is(err, fs.ErrNotExist) {
-			w.full = true
-		}
-	}
+	w.lookAtHidden()
 	now := time.Now()
 	var held map[string]bool
 	var due time.Duration
@@ -319,6 +311,57 @@ func addTree(n notifier, dir string) error {
 		}
 		return n.add(path)
 	})
+}
+
+// lookAtHidden sets full if a hidden name events named since the last
+// load is, or was, a link or a directory: files may lead elsewhere now,
+// or nowhere. A name that came and went (a writer's temporary file renamed
+// into place) and was no link costs nothing; one still there, a look.
+// After a walk's load it takes stock of the links again.
+func (w *watch) lookAtHidden() {
+	for path, there := range w.hidden {
+		wasLink := w.links[path]
+		delete(w.links, path)
+		if !there {
+			w.full = w.full || wasLink
+			continue
+		}
+		info, err := lstat(path)
+		switch {
+		case err != nil:
+			w.full = w.full || wasLink
+		case info.Mode()&fs.ModeSymlink != 0:
+			w.links[path] = true
+			w.full = true
+		case info.IsDir():
+			w.full = true
+		default:
+			w.full = w.full || wasLink
+		}
+	}
+	clear(w.hidden)
+	if w.full {
+		w.links = hiddenLinks(w.dir)
+	}
+}
+
+// hiddenLinks returns the hidden links in dir and its subdirectories,
+// skipping hidden ones, as addTree does.
+func hiddenLinks(dir string) map[string]bool {
+	links := map[string]bool{}
+	root := rootPath(dir)
+	_ = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return nil
+		case d.IsDir() && path != root && strings.HasPrefix(d.Name(), "."):
+			return filepath.SkipDir
+		case d.Type()&fs.ModeSymlink != 0 && strings.HasPrefix(d.Name(), "."):
+			links[filepath.Clean(path)] = true
+		}
+		return nil
+	})
+	return links
 }
 
 // lstat is os.Lstat; tests count its calls.

@@ -239,16 +239,12 @@ func TestWatchConfigMap(t *testing.T) {
 
 // TestWatchHiddenLinkMadeInPlace: a hidden link made where the files lead
 // (..data, by ln -s rather than renamed into place, as Kubernetes does) is
-// seen like a swapped one, though Watch no longer looks at each hidden
-// name as its event comes: a hidden name that is written or removed is a
-// writer's temporary file, and is not looked at.
+// seen like a swapped one, though Watch looks at hidden names only when it
+// loads, and not at one that came and went (the temporary file here).
 func TestWatchHiddenLinkMadeInPlace(t *testing.T) {
 	eachNotifier(t, func(t *testing.T) {
 		dir := t.TempDir()
-		write(t, dir, filepath.Join("..v1", "a.yaml"), clusterYAML("a", 1))
-		if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
-			t.Fatal(err)
-		}
+		throughData(t, dir, clusterYAML("a", 1))
 		w := startWatch(t, configdir.NewLoader(dir), dir)
 		if got := versions(w.result(t)); len(got) != 0 {
 			t.Fatalf("initial load, a.yaml leading nowhere: %v, want nothing", got)
@@ -271,10 +267,30 @@ func TestWatchHiddenLinkMadeInPlace(t *testing.T) {
 // content.
 func linkData(t *testing.T, dir, content string) {
 	t.Helper()
-	write(t, dir, filepath.Join("..v1", "a.yaml"), content)
+	throughData(t, dir, content)
 	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// watchLinked starts Watch on a new directory laid out by linkData, and
+// checks its first load: a.yaml's cluster.
+func watchLinked(t *testing.T) (string, *watching) {
+	t.Helper()
+	dir := t.TempDir()
+	linkData(t, dir, clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}); !slices.Equal(got, want) {
+		t.Fatalf("initial load: %v, want %v", got, want)
+	}
+	return dir, w
+}
+
+// throughData is linkData but for the link ..data, not made yet: a.yaml
+// leads nowhere.
+func throughData(t *testing.T, dir, content string) {
+	t.Helper()
+	write(t, dir, filepath.Join("..v1", "a.yaml"), content)
 	if err := os.Symlink(filepath.Join("..data", "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
@@ -284,12 +300,7 @@ func linkData(t *testing.T, dir, content string) {
 // removed: they lead nowhere now, and their clusters go.
 func TestWatchHiddenLinkRemoved(t *testing.T) {
 	eachNotifier(t, func(t *testing.T) {
-		dir := t.TempDir()
-		linkData(t, dir, clusterYAML("a", 1))
-		w := startWatch(t, configdir.NewLoader(dir), dir)
-		if got := versions(w.result(t)); len(got) == 0 {
-			t.Fatal("initial load: nothing")
-		}
+		dir, w := watchLinked(t)
 		if err := os.Remove(filepath.Join(dir, "..data")); err != nil {
 			t.Fatal(err)
 		}
@@ -297,12 +308,11 @@ func TestWatchHiddenLinkRemoved(t *testing.T) {
 	})
 }
 
-// TestWatchTemporaryFilesCostNoLstat: a hidden file that a writer wrote,
-// then renamed into place, is no link: Watch does not look at it, even
-// when a load comes between the write and the rename (a generator that
-// writes all its temporary files, then renames them all). A hidden name
-// created and not written, or gone without being seen written, is looked
-// at.
+// TestWatchTemporaryFilesCostNoLstat: a hidden file that comes and goes
+// between two loads (a writer's temporary file, written, its attributes
+// set, renamed into place) is no link: Watch does not look at it. One
+// still there at a load (written, not yet renamed) is looked at once, and
+// not again when it goes.
 func TestWatchTemporaryFilesCostNoLstat(t *testing.T) {
 	lstats := configdir.CountLstat(t)
 	fake := configdir.UseFakeNotifier(t)
@@ -311,37 +321,82 @@ func TestWatchTemporaryFilesCostNoLstat(t *testing.T) {
 	w := startWatch(t, configdir.NewLoader(dir), dir)
 	w.result(t)
 	path := func(name string) string { return filepath.Join(dir, name) }
-	write(t, dir, ".b.yaml.tmp", clusterYAML("b", 1))
+	write(t, dir, "b.yaml", clusterYAML("b", 1))
 	fake.Report(
-		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "changed"},
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "created"},
 		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "written"},
 		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "closed"},
-	)
-	write(t, dir, "a.yaml", clusterYAML("a", 2)) // a load between the write and the rename
-	fake.Report(configdir.FakeEvent{Path: path("a.yaml"), Op: "closed"})
-	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
-	if err := os.Rename(path(".b.yaml.tmp"), path("b.yaml")); err != nil {
-		t.Fatal(err)
-	}
-	fake.Report(
+		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "changed"}, // its mode set, as rsync does
 		configdir.FakeEvent{Path: path(".b.yaml.tmp"), Op: "gone"},
 		configdir.FakeEvent{Path: path("b.yaml"), Op: "arrived"},
 	)
-	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 1)}))
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": clusterYAML("b", 1)}))
 	if n := lstats.Load(); n != 0 {
-		t.Fatalf("%d lstat calls for a written temporary file, want 0", n)
+		t.Fatalf("%d lstat calls for a temporary file that came and went, want 0", n)
 	}
-	// An empty temporary file, never written, renamed into place: looked
-	// at once, gone (it may have been a link), so the directory is walked.
-	write(t, dir, "c.yaml", clusterYAML("c", 1))
+	write(t, dir, ".c.yaml.tmp", clusterYAML("c", 1))
 	fake.Report(
-		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "changed"},
+		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "created"},
+		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "written"},
+		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "closed"},
+	)
+	write(t, dir, "a.yaml", clusterYAML("a", 2)) // a load between the write and the rename
+	fake.Report(configdir.FakeEvent{Path: path("a.yaml"), Op: "closed"})
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 1)}))
+	if err := os.Rename(path(".c.yaml.tmp"), path("c.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	fake.Report(
 		configdir.FakeEvent{Path: path(".c.yaml.tmp"), Op: "gone"},
+		configdir.FakeEvent{Path: path("c.yaml"), Op: "arrived"},
 	)
 	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2), "b.yaml": clusterYAML("b", 1), "c.yaml": clusterYAML("c", 1)}))
 	if n := lstats.Load(); n != 1 {
-		t.Fatalf("%d lstat calls for a hidden name not written, want 1", n)
+		t.Fatalf("%d lstat calls for a temporary file there at a load, want 1", n)
 	}
+}
+
+// TestWatchLinkOverAHiddenFileBeingWritten: a hidden regular file that a
+// writer still has open is removed, and a link made at its name. inotify
+// reports the writer's later writes and close by that name, after the
+// link's creation (the order here is the kernel's): they must not hide the
+// link, which a.yaml leads through.
+func TestWatchLinkOverAHiddenFileBeingWritten(t *testing.T) {
+	fake := configdir.UseFakeNotifier(t)
+	dir := t.TempDir()
+	throughData(t, dir, clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	w.result(t)
+	if err := os.Symlink("..v1", filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "..data")
+	fake.Report(
+		configdir.FakeEvent{Path: p, Op: "created"}, // the regular file
+		configdir.FakeEvent{Path: p, Op: "written"},
+		configdir.FakeEvent{Path: p, Op: "gone"},
+		configdir.FakeEvent{Path: p, Op: "created"}, // the link
+		configdir.FakeEvent{Path: p, Op: "written"}, // the removed file's writer
+		configdir.FakeEvent{Path: p, Op: "closed"},
+	)
+	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}))
+}
+
+// TestWatchHiddenLinkReplacedByDirectory: the link removed and a directory
+// renamed to its name: a.yaml now leads into the directory.
+func TestWatchHiddenLinkReplacedByDirectory(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir, w := watchLinked(t)
+		outside := t.TempDir()
+		write(t, outside, filepath.Join("v2", "a.yaml"), clusterYAML("a", 2))
+		if err := os.Remove(filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(outside, "v2"), filepath.Join(dir, "..data")); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
 }
 
 // blockCluster is clusterYAML in block style, so that a prefix of it
