@@ -84,19 +84,38 @@ func TestConformance(t *testing.T) {
 		{"no :path (8.3.1)", func(fr *http2.Framer) {
 			writeHeaders(t, fr, without(":path"))
 		}, false, http2.ErrCodeProtocol},
+		{"content-length other than the DATA's length (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "1"))
+			fr.WriteData(1, true, emptyMessage)
+		}, false, http2.ErrCodeProtocol},
+		{"content-length above the DATA frames' sum (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "11"))
+			fr.WriteData(1, false, emptyMessage)
+			fr.WriteData(1, true, emptyMessage)
+		}, false, http2.ErrCodeProtocol},
+		{"content-length below the DATA frames' sum, before the end (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "9"))
+			fr.WriteData(1, false, emptyMessage)
+			fr.WriteData(1, false, emptyMessage)
+		}, false, http2.ErrCodeProtocol},
+		{"content-length above the DATA, ended by trailers (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "6"))
+			fr.WriteData(1, false, emptyMessage)
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock([][2]string{{"x", "y"}}), EndHeaders: true, EndStream: true})
+		}, false, http2.ErrCodeProtocol},
+		{"content-length not a number (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "+5"))
+		}, false, http2.ErrCodeProtocol},
+		{"two content-lengths that differ (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, append(with("content-length", "5"), [2]string{"content-length", "6"}))
+		}, false, http2.ErrCodeProtocol},
+		{"a stream's send window above 2^31-1 (6.9.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, request)
+			fr.WriteWindowUpdate(1, 1<<31-1)
+		}, false, http2.ErrCodeFlowControl},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			nc, err := net.Dial("tcp", addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer nc.Close()
-			nc.SetDeadline(time.Now().Add(10 * time.Second))
-			fr := http2.NewFramer(nc, nc)
-			fr.AllowIllegalWrites = true
-			fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-			nc.Write([]byte(http2.ClientPreface))
-			fr.WriteSettings()
+			nc, fr := dialFramer(t, addr)
 			tc.send(fr)
 			readFrames(t, fr, "an error frame", func(f http2.Frame) bool {
 				switch f := f.(type) {
@@ -124,6 +143,57 @@ func TestConformance(t *testing.T) {
 				}
 				return false
 			})
+		})
+	}
+}
+
+// dialFramer opens a connection to addr, closed when the test ends, and
+// starts HTTP/2 on it; it returns the connection and a framer on it that
+// writes frames as told, legal or not, and reads header blocks whole.
+func dialFramer(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+	t.Helper()
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	fr := http2.NewFramer(nc, nc)
+	fr.AllowIllegalWrites = true
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	nc.Write([]byte(http2.ClientPreface))
+	fr.WriteSettings()
+	return nc, fr
+}
+
+// emptyMessage is a gRPC message of no bytes, as a DATA payload.
+var emptyMessage = []byte{0, 0, 0, 0, 0}
+
+// TestContentLengthThatAddsUp: a request whose content-length the DATA add
+// up to, in one frame or several, is served.
+func TestContentLengthThatAddsUp(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{})
+	request := append(callFields("/grpc.testing.TestService/UnaryCall"), [2]string{"content-length", "5"})
+	for _, frames := range [][][]byte{{emptyMessage}, {emptyMessage[:2], emptyMessage[2:]}, {emptyMessage, nil}} {
+		_, fr := dialFramer(t, addr)
+		writeHeaders(t, fr, request)
+		for i, b := range frames {
+			fr.WriteData(1, i == len(frames)-1, b)
+		}
+		readFrames(t, fr, "the call's trailers", func(f http2.Frame) bool {
+			switch f := f.(type) {
+			case *http2.RSTStreamFrame:
+				t.Fatalf("%d DATA frames: RST_STREAM %v", len(frames), f.ErrCode)
+			case *http2.MetaHeadersFrame:
+				if !f.StreamEnded() {
+					return false
+				}
+				if !slices.Contains(f.Fields, hpack.HeaderField{Name: "grpc-status", Value: "0"}) {
+					t.Fatalf("%d DATA frames: trailers %v, want grpc-status 0", len(frames), f.Fields)
+				}
+				return true
+			}
+			return false
 		})
 	}
 }

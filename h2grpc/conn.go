@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -480,8 +481,10 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 
 // malformed reports whether a request's header block is malformed (RFC
 // 9113 §8.1.1): its stream depends on itself (§5.3.1), it lacks :method,
-// :scheme or :path (§8.3.1), or it has a connection-specific field, or te
-// other than "trailers" (§8.2.2). The framer checks the rest.
+// :scheme or :path (§8.3.1), it has a connection-specific field, or te
+// other than "trailers" (§8.2.2), or a content-length that is not one
+// number. The framer checks the rest; the stream checks the DATA against
+// the content-length.
 func malformed(f *http2.MetaHeadersFrame) bool {
 	if f.HasPriority() && f.Priority.StreamDep == f.StreamID {
 		return true
@@ -497,25 +500,55 @@ func malformed(f *http2.MetaHeadersFrame) bool {
 			if hf.Value != "trailers" {
 				return true
 			}
+		case "content-length":
+			if _, ok := contentLength(f); !ok {
+				return true
+			}
 		}
 	}
 	return false
 }
 
-// resetStream sends RST_STREAM with code and ends the stream, if open.
-func (c *conn) resetStream(id uint32, code http2.ErrCode) {
-	if st := c.stream(id); st != nil {
-		st.reset(status.Errorf(codes.Internal, "h2grpc: stream error %v", code))
+// contentLength returns the content-length a request's header block gives,
+// and whether it gives one that is valid: digits, and the same in every
+// content-length field (RFC 9110 §8.6).
+func contentLength(f *http2.MetaHeadersFrame) (int64, bool) {
+	n, found := int64(-1), false
+	for _, hf := range f.RegularFields() {
+		if hf.Name != "content-length" {
+			continue
+		}
+		v, err := strconv.ParseInt(hf.Value, 10, 64)
+		if err != nil || v < 0 || hf.Value[0] == '+' || found && v != n {
+			return -1, false
+		}
+		n, found = v, true
 	}
+	return n, found
+}
+
+// resetStream sends RST_STREAM with code and ends the stream, if open. The
+// stream is marked done with the RST_STREAM written, before its handler
+// learns of the error: a handler that returned at once would otherwise
+// answer with trailers first, and the reset would go unseen.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	err := status.Errorf(codes.Internal, "h2grpc: stream error %v", code)
+	st := c.stream(id)
 	c.mu.Lock()
 	if id%2 == 1 && id > c.lastID { // a new stream refused: its frames in flight are not an error
 		c.lastID = id
 	}
 	c.mu.Unlock()
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	if st != nil && !st.done {
+		st.done, st.doneErr = true, err
+	}
 	c.wbuf = appendRSTStream(c.buf(), id, code)
 	_ = c.flushLocked()
+	c.wmu.Unlock()
+	if st != nil {
+		st.reset(err)
+	}
 }
 
 // writeWindowUpdates credits connInc bytes back to the client on the

@@ -44,6 +44,8 @@ type stream struct {
 	recvWin    int32        // what the client may still send on the stream
 	unacked    int32        // bytes received and not yet credited back
 	halfClosed bool         // the client ended its side
+	contentLen int64        // the request's content-length, or -1
+	dataLen    int64        // the DATA payload received, padding left out
 	closed     bool         // the handler ended: received data is dropped
 	rerr       error        // after the queue: io.EOF, or why the stream failed
 	ready      chan struct{}
@@ -107,7 +109,10 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 		}
 	}
 	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
-		ready: make(chan struct{}, 1)}
+		contentLen: -1, ready: make(chan struct{}, 1)}
+	if n, ok := contentLength(f); ok {
+		st.contentLen = n
+	}
 	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), transportStream{st})
 	if timeout != "" {
 		d, ok := decodeTimeout(timeout)
@@ -171,6 +176,12 @@ func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 	if n > st.recvWin {
 		st.rmu.Unlock()
 		return 0, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeFlowControl}
+	}
+	if st.contentLen >= 0 { // RFC 9113 §8.1.1: a content-length that the DATA do not add up to
+		if st.dataLen += int64(len(data)); st.dataLen > st.contentLen || end && st.dataLen != st.contentLen {
+			st.rmu.Unlock()
+			return 0, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
+		}
 	}
 	st.recvWin -= n
 	st.unacked += n
