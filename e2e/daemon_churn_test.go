@@ -292,7 +292,7 @@ func (w clustersWatch) OnUpdate(u client.Update) {
 	w.e.mu.Lock()
 	defer w.e.mu.Unlock()
 	if _, ok := w.e.eds[u.Name]; !ok {
-		w.e.eds[u.Name] = w.e.c.Watch(resource.EndpointType, u.Name, endpointsWatch{w.e})
+		w.e.eds[u.Name] = w.e.c.Watch(resource.EndpointType, u.Name, endpointsWatch(w))
 	}
 }
 

@@ -28,6 +28,13 @@ func TestConformance(t *testing.T) {
 	with := func(name, value string) [][2]string {
 		return append(request[:len(request):len(request)], [2]string{name, value})
 	}
+	// A call that answers only at the end of its stream, for cases whose
+	// first DATA frame is a whole request: a unary call could answer it
+	// before the frame that breaks the rule is read.
+	streaming := callFields("/grpc.testing.TestService/StreamingInputCall")
+	streamingWith := func(name, value string) [][2]string {
+		return append(streaming[:len(streaming):len(streaming)], [2]string{name, value})
+	}
 	without := func(name string) [][2]string {
 		var out [][2]string
 		for _, f := range request {
@@ -89,22 +96,28 @@ func TestConformance(t *testing.T) {
 			fr.WriteData(1, true, emptyMessage)
 		}, false, http2.ErrCodeProtocol},
 		{"content-length above the DATA frames' sum (8.1.1)", func(fr *http2.Framer) {
-			writeHeaders(t, fr, with("content-length", "11"))
+			writeHeaders(t, fr, streamingWith("content-length", "11"))
 			fr.WriteData(1, false, emptyMessage)
 			fr.WriteData(1, true, emptyMessage)
 		}, false, http2.ErrCodeProtocol},
 		{"content-length below the DATA frames' sum, before the end (8.1.1)", func(fr *http2.Framer) {
-			writeHeaders(t, fr, with("content-length", "9"))
+			writeHeaders(t, fr, streamingWith("content-length", "9"))
 			fr.WriteData(1, false, emptyMessage)
 			fr.WriteData(1, false, emptyMessage)
 		}, false, http2.ErrCodeProtocol},
 		{"content-length above the DATA, ended by trailers (8.1.1)", func(fr *http2.Framer) {
-			writeHeaders(t, fr, with("content-length", "6"))
+			writeHeaders(t, fr, streamingWith("content-length", "6"))
 			fr.WriteData(1, false, emptyMessage)
 			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock([][2]string{{"x", "y"}}), EndHeaders: true, EndStream: true})
 		}, false, http2.ErrCodeProtocol},
+		{"content-length on HEADERS that end the stream (8.1.1)", func(fr *http2.Framer) {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(with("content-length", "5")), EndHeaders: true, EndStream: true})
+		}, false, http2.ErrCodeProtocol},
 		{"content-length not a number (8.1.1)", func(fr *http2.Framer) {
 			writeHeaders(t, fr, with("content-length", "+5"))
+		}, false, http2.ErrCodeProtocol},
+		{"content-length not digits (8.1.1)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, with("content-length", "-0"))
 		}, false, http2.ErrCodeProtocol},
 		{"two content-lengths that differ (8.1.1)", func(fr *http2.Framer) {
 			writeHeaders(t, fr, append(with("content-length", "5"), [2]string{"content-length", "6"}))
@@ -144,6 +157,30 @@ func TestConformance(t *testing.T) {
 				return false
 			})
 		})
+	}
+}
+
+// TestOneRSTStreamPerReset: once the server has reset a stream, the frames
+// the client had in flight on it are ignored (RFC 9113 §5.1), not each
+// answered with another RST_STREAM.
+func TestOneRSTStreamPerReset(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{})
+	_, fr := dialFramer(t, addr)
+	writeHeaders(t, fr, append(callFields("/grpc.testing.TestService/StreamingInputCall"), [2]string{"content-length", "0"}))
+	for range 20 {
+		fr.WriteData(1, false, emptyMessage)
+		fr.WriteWindowUpdate(0, 1) // between the DATA frames: not joined
+	}
+	fr.WritePing(false, [8]byte{7})
+	resets := 0
+	readFrames(t, fr, "the PING answered", func(f http2.Frame) bool {
+		if _, ok := f.(*http2.RSTStreamFrame); ok {
+			resets++
+		}
+		return pingAnswer(f)
+	})
+	if resets != 1 {
+		t.Fatalf("%d RST_STREAM frames on stream 1, want 1", resets)
 	}
 }
 

@@ -500,37 +500,37 @@ func malformed(f *http2.MetaHeadersFrame) bool {
 			if hf.Value != "trailers" {
 				return true
 			}
-		case "content-length":
-			if _, ok := contentLength(f); !ok {
-				return true
-			}
 		}
 	}
-	return false
+	// A header block that ends the stream has no content to count.
+	n, err := contentLength(f)
+	return err != nil || n > 0 && f.StreamEnded()
 }
 
 // contentLength returns the content-length a request's header block gives,
-// and whether it gives one that is valid: digits, and the same in every
-// content-length field (RFC 9110 §8.6).
-func contentLength(f *http2.MetaHeadersFrame) (int64, bool) {
-	n, found := int64(-1), false
+// -1 if none, or an error if it gives one that is not valid: digits, the
+// same in every content-length field (RFC 9110 §8.6).
+func contentLength(f *http2.MetaHeadersFrame) (int64, error) {
+	n := int64(-1)
 	for _, hf := range f.RegularFields() {
 		if hf.Name != "content-length" {
 			continue
 		}
 		v, err := strconv.ParseInt(hf.Value, 10, 64)
-		if err != nil || v < 0 || hf.Value[0] == '+' || found && v != n {
-			return -1, false
+		if err != nil || hf.Value[0] < '0' || hf.Value[0] > '9' || n >= 0 && v != n {
+			return -1, errors.New("h2grpc: malformed content-length")
 		}
-		n, found = v, true
+		n = v
 	}
-	return n, found
+	return n, nil
 }
 
 // resetStream sends RST_STREAM with code and ends the stream, if open. The
-// stream is marked done with the RST_STREAM written, before its handler
-// learns of the error: a handler that returned at once would otherwise
-// answer with trailers first, and the reset would go unseen.
+// stream is marked done with the RST_STREAM written, and its context
+// cancelled, before its handler can learn of the error: a handler that
+// returned at once would otherwise answer with trailers first, and the
+// reset would go unseen. The stream's frames still in flight are then
+// ignored (RFC 9113 §5.1), not reset again one by one.
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	err := status.Errorf(codes.Internal, "h2grpc: stream error %v", code)
 	st := c.stream(id)
@@ -545,8 +545,14 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	}
 	c.wbuf = appendRSTStream(c.buf(), id, code)
 	_ = c.flushLocked()
+	if st != nil {
+		st.cancel() // before a send the handler may make sees doneErr
+	}
 	c.wmu.Unlock()
 	if st != nil {
+		st.rmu.Lock()
+		st.rstSent = true
+		st.rmu.Unlock()
 		st.reset(err)
 	}
 }

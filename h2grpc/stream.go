@@ -44,6 +44,7 @@ type stream struct {
 	recvWin    int32        // what the client may still send on the stream
 	unacked    int32        // bytes received and not yet credited back
 	halfClosed bool         // the client ended its side
+	rstSent    bool         // the server reset the stream: frames in flight are ignored
 	contentLen int64        // the request's content-length, or -1
 	dataLen    int64        // the DATA payload received, padding left out
 	closed     bool         // the handler ended: received data is dropped
@@ -110,9 +111,7 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 	}
 	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
 		contentLen: -1, ready: make(chan struct{}, 1)}
-	if n, ok := contentLength(f); ok {
-		st.contentLen = n
-	}
+	st.contentLen, _ = contentLength(f) // malformed refused one that is not valid
 	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), transportStream{st})
 	if timeout != "" {
 		d, ok := decodeTimeout(timeout)
@@ -169,6 +168,10 @@ func (st *stream) onData(data []byte, n int32, end bool) error {
 // client, for the caller to write.
 func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 	st.rmu.Lock()
+	if st.rstSent {
+		st.rmu.Unlock()
+		return 0, nil
+	}
 	if st.halfClosed {
 		st.rmu.Unlock()
 		return 0, http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
