@@ -747,6 +747,22 @@ func TestDaemon_T5_write_dir(t *testing.T) {
 			if !os.SameFile(cdsBefore, cdsAfter) || !cdsBefore.ModTime().Equal(cdsAfter.ModTime()) {
 				t.Errorf("%s was replaced though its content did not change", cdsAfter.Name())
 			}
+
+			// The files are a configuration directory too: the same
+			// resources, as another xdsd (or xdsctl validate) reads them.
+			res, err := configdir.NewLoader(out).Load()
+			if err != nil {
+				t.Fatalf("the written files as a configuration directory: %v", err)
+			}
+			got := map[string][]*resource.Resource{}
+			for _, r := range res.Resources {
+				got[r.Type.URL] = append(got[r.Type.URL], r)
+			}
+			for url, rs := range cfg.byType() {
+				if setVersion(got[url]...) != setVersion(rs...) {
+					t.Errorf("%s read back from %s: %s, want %s", url, out, setVersion(got[url]...), setVersion(rs...))
+				}
+			}
 		})
 	}
 }

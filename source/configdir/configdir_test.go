@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,20 +85,79 @@ func TestLoad(t *testing.T) {
 		}
 	})
 
-	t.Run("ttl_wrapper", func(t *testing.T) {
-		dir := t.TempDir()
-		write(t, dir, "a.yaml", `resources:
+	// A TTL: ours, or Envoy's own wrapper.
+	for _, content := range []string{`resources:
 - ttl: 30s
   resource:
     "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
     name: a
-`)
+`, `resources:
+- "@type": type.googleapis.com/envoy.service.discovery.v3.Resource
+  name: a
+  ttl: 30s
+  resource:
+    "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+    name: a
+`} {
+		t.Run("ttl_wrapper", func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, "a.yaml", content)
+			res, err := load(t, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r := res.Resources[0]; r.Name != "a" || r.TTL != 30*time.Second {
+				t.Fatalf("%s, ttl %v", r.Name, r.TTL)
+			}
+		})
+	}
+
+	// Envoy's files for filesystem subscriptions are DiscoveryResponses, and
+	// so are xdsd's own --write-dir files (TestWriteDirFilesLoad).
+	t.Run("discovery_responses", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "cds.yaml", "version_info: \"7\"\nresources:"+fmt.Sprintf(cluster, "a")+"type_url: type.googleapis.com/envoy.config.cluster.v3.Cluster\nnonce: n\n")
+		write(t, dir, "eds.json", `{"versionInfo": "7", "typeUrl": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment",
+			"resources": [{"@type": "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment", "clusterName": "a"}]}`)
+		write(t, dir, "lds.yaml", "version_info: \"7\"\ntype_url: type.googleapis.com/envoy.config.listener.v3.Listener\n")
 		res, err := load(t, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Resources[0].TTL != 30*time.Second {
-			t.Fatalf("ttl %v", res.Resources[0].TTL)
+		if len(res.Resources) != 2 || res.Files != 3 {
+			t.Fatalf("got %d resources from %d files, want 2 from 3", len(res.Resources), res.Files)
+		}
+	})
+
+	t.Run("bootstrap_static_resources", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "envoy.yaml", `static_resources:
+  listeners:
+  - name: l
+    address: {socket_address: {address: 0.0.0.0, port_value: 10000}}
+  clusters:
+  - name: c
+    type: STATIC
+    load_assignment:
+      cluster_name: c
+      endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 8080}}}}]}]
+  - "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+    name: d
+  secrets:
+  - name: s
+`)
+		write(t, dir, "more.json", `{"staticResources": {"clusters": [{"name": "e"}]}}`)
+		res, err := load(t, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, r := range res.Resources {
+			got = append(got, r.Type.Short+" "+r.Name)
+		}
+		slices.Sort(got)
+		if want := []string{"cds c", "cds d", "cds e", "lds l", "sds s"}; !slices.Equal(got, want) {
+			t.Fatalf("resources %q, want %q", got, want)
 		}
 	})
 
@@ -112,6 +172,17 @@ func TestLoad(t *testing.T) {
 		{"bad_json", "a.json", "{", `a.json: invalid JSON`},
 		{"route_to_missing_cluster", "r.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.route.v3.RouteConfiguration\n  name: r\n  virtual_hosts: [{name: v, domains: [\"*\"], routes: [{match: {prefix: /}, route: {cluster: nope}}]}]\n",
 			`r.yaml: rds "r": virtual_hosts[0].routes[0].route.cluster: route to cluster "nope", which does not exist`},
+		{"type_url_of_another_type", "a.yaml", "type_url: type.googleapis.com/envoy.config.listener.v3.Listener\nresources:" + fmt.Sprintf(cluster, "a"),
+			`a.yaml: cds "a": @type type.googleapis.com/envoy.config.cluster.v3.Cluster is not the document's type_url type.googleapis.com/envoy.config.listener.v3.Listener`},
+		{"type_url_not_a_resource_type", "a.yaml", "type_url: type.googleapis.com/google.protobuf.Struct\nresources: []\n", `a.yaml: type_url "type.googleapis.com/google.protobuf.Struct" is not an xDS resource type`},
+		{"response_field_unknown", "a.yaml", "canary: true\nresources:" + fmt.Sprintf(cluster, "a"), `may hold only "nodes" and a DiscoveryResponse's "version_info", "type_url" and "nonce" besides, not "canary"`},
+		{"version_info_not_a_string", "a.json", `{"version_info": 1, "resources": []}`, `a.json: "version_info" must be a string`},
+		{"resource_wrapper_of_another_name", "a.yaml", "\"@type\": type.googleapis.com/envoy.service.discovery.v3.Resource\nname: b\nresource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a}\n",
+			`a.yaml: cds "a": name: "b" is not the resource's name "a"`},
+		{"bootstrap_fields", "envoy.yaml", "admin: {}\nstatic_resources: {clusters: [{name: a}]}\n", `a document with "static_resources" may hold only "nodes" besides, not "admin": a bootstrap's other fields are not read`},
+		{"static_resources_unknown_list", "envoy.yaml", "static_resources: {routes: [{name: a}]}\n", `envoy.yaml: static_resources: unknown field "routes"`},
+		{"static_resources_typed_otherwise", "envoy.yaml", "static_resources: {clusters: [{\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: a}]}\n",
+			`static_resources.clusters: @type type.googleapis.com/envoy.config.listener.v3.Listener is not type.googleapis.com/envoy.config.cluster.v3.Cluster`},
 		{"eds_cluster_without_endpoints", "c.yaml", "resources:" + fmt.Sprintf(cluster, "lonely"), `c.yaml: cds "lonely": eds_cluster_config: EDS cluster has no endpoints resource`},
 	} {
 		t.Run("rejects_"+tc.name, func(t *testing.T) {

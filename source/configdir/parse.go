@@ -1,11 +1,15 @@
 // Package configdir loads xdsd's configuration directory: Envoy-native
 // resources in YAML or JSON files, validated strictly, all or nothing.
 //
-// A file holds one resource (a document with "@type"), or a document with
-// "resources:" and a list of them; YAML files may hold several documents.
-// A list entry may be {ttl: 30s, resource: {...}} to give the resource a
-// TTL. Field names may be snake_case or lowerCamelCase, as proto3 JSON
-// allows, and any Envoy or xDS message may appear inside an Any.
+// A file holds one resource (a document with "@type"); a document with
+// "resources:" and a list of them, which may be a DiscoveryResponse as
+// Envoy reads one from a file (with "version_info", "type_url" and
+// "nonce"); or a bootstrap's "static_resources". YAML files may hold
+// several documents. A list entry may be {ttl: 30s, resource: {...}}, or
+// Envoy's own wrapper (envoy.service.discovery.v3.Resource), to give the
+// resource a TTL. Field names may be snake_case or lowerCamelCase, as
+// proto3 JSON allows, and any Envoy or xDS message may appear inside an
+// Any.
 package configdir
 
 import (
@@ -14,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -68,13 +74,6 @@ type entry struct {
 	sel   *Selector // nil: every node
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // ParseFile parses the contents of one configuration file. name is the
 // file's path as shown in errors; its extension selects YAML or JSON.
 func ParseFile(name string, data []byte) ([]*resource.Resource, error) {
@@ -108,41 +107,151 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 			}
 			continue
 		}
-		var sel *Selector
-		if nodes, has := m["nodes"]; has {
-			if _, hasList := m["resources"]; !hasList {
-				probs = append(probs, Problem{File: name, Reason: "\"nodes\" needs a \"resources\" list in the same document"})
-				continue
-			}
-			if sel, err = parseSelector(fmt.Sprintf("%s#%d", name, di+1), nodes); err != nil {
-				probs = append(probs, Problem{File: name, Reason: err.Error()})
-				continue
-			}
+		d, err := readDocument(fmt.Sprintf("%s#%d", name, di+1), m)
+		if err != nil {
+			probs = append(probs, Problem{File: name, Reason: err.Error()})
+			continue
 		}
-		var items []any
-		if list, has := m["resources"]; has {
-			if want := 1 + btoi(sel != nil); len(m) != want {
-				probs = append(probs, Problem{File: name, Reason: "a document with \"resources\" may hold only \"nodes\" besides"})
-				continue
-			}
-			if items, ok = list.([]any); !ok {
-				probs = append(probs, Problem{File: name, Reason: "\"resources\" must be a list"})
-				continue
-			}
-		} else {
-			items = []any{m}
-		}
-		for _, it := range items {
+		for _, it := range d.items {
 			n++
 			r, err := parseEntry(it)
+			if err == nil && d.typeURL != "" && r.Type.URL != d.typeURL {
+				err = fmt.Errorf("@type %s is not the document's type_url %s", r.Type.URL, d.typeURL)
+			}
 			if err != nil {
 				probs = append(probs, Problem{File: name, Resource: describe(it, n), Reason: err.Error()})
 				continue
 			}
-			out = append(out, entry{res: r, file: name, index: n, sel: sel})
+			out = append(out, entry{res: r, file: name, index: n, sel: d.sel})
 		}
 	}
 	return out, probs
+}
+
+// document is what a YAML or JSON document of a file holds.
+type document struct {
+	items   []any     // the resources, each as parseEntry takes it
+	sel     *Selector // the nodes they go to; nil: every node
+	typeURL string    // the type every resource must have; "": any
+}
+
+// responseFields are the fields of a DiscoveryResponse that a document
+// with a resources list may also hold, as Envoy's files for filesystem
+// subscriptions and xdsd's own --write-dir files do; "type_url" is checked,
+// the others are ignored (versions are the contents' hashes).
+var responseFields = map[string]bool{
+	"version_info": true, "versionInfo": true, "type_url": true, "typeUrl": true, "nonce": true,
+}
+
+// readDocument reads one document, named where for errors: a resources
+// list, with a node selector or the fields of a DiscoveryResponse, or a
+// single resource.
+func readDocument(where string, m map[string]any) (document, error) {
+	var d document
+	_, hasList := m["resources"]
+	isList := hasList
+	if _, typed := m["@type"]; !typed {
+		for k := range m {
+			isList = isList || responseFields[k]
+		}
+	}
+	for _, k := range []string{"static_resources", "staticResources"} {
+		if static, ok := m[k]; ok {
+			return staticResources(where, k, m, static)
+		}
+	}
+	nodes, hasNodes := m["nodes"]
+	if hasNodes && !isList {
+		return d, errors.New("\"nodes\" needs a \"resources\" list in the same document")
+	}
+	if !isList {
+		d.items = []any{m}
+		return d, nil
+	}
+	for k, v := range m {
+		switch {
+		case k == "resources" || k == "nodes":
+		case !responseFields[k]:
+			return d, fmt.Errorf("a document with \"resources\" may hold only \"nodes\" and a DiscoveryResponse's \"version_info\", \"type_url\" and \"nonce\" besides, not %q", k)
+		default:
+			if _, ok := v.(string); !ok {
+				return d, fmt.Errorf("%q must be a string", k)
+			}
+		}
+	}
+	for _, k := range []string{"type_url", "typeUrl"} {
+		if u, ok := m[k].(string); ok {
+			if resource.Lookup(u) == nil {
+				return d, fmt.Errorf("%s %q is not an xDS resource type", k, u)
+			}
+			d.typeURL = u
+		}
+	}
+	if hasNodes {
+		sel, err := parseSelector(where, nodes)
+		if err != nil {
+			return d, err
+		}
+		d.sel = sel
+	}
+	if list, ok := m["resources"]; ok && list != nil {
+		if d.items, ok = list.([]any); !ok {
+			return d, errors.New("\"resources\" must be a list")
+		}
+	}
+	return d, nil
+}
+
+// staticTypes are the type URLs of the lists of a bootstrap's
+// static_resources.
+var staticTypes = map[string]string{
+	"listeners": resource.ListenerType, "clusters": resource.ClusterType, "secrets": resource.SecretType,
+}
+
+// staticResources reads a document that holds a bootstrap's
+// static_resources, static, under key (its lists' entries are typed by the
+// list they are in), and may hold "nodes" besides.
+func staticResources(where, key string, m map[string]any, static any) (document, error) {
+	var d document
+	for k := range m {
+		if k != key && k != "nodes" {
+			return d, fmt.Errorf("a document with %q may hold only \"nodes\" besides, not %q: a bootstrap's other fields are not read", key, k)
+		}
+	}
+	if nodes, ok := m["nodes"]; ok {
+		sel, err := parseSelector(where, nodes)
+		if err != nil {
+			return d, err
+		}
+		d.sel = sel
+	}
+	lists, ok := static.(map[string]any)
+	if !ok {
+		return d, fmt.Errorf("%q must be a mapping", key)
+	}
+	for _, k := range slices.Sorted(maps.Keys(lists)) {
+		url, known := staticTypes[k]
+		if !known {
+			return d, fmt.Errorf("static_resources: unknown field %q", k)
+		}
+		list, ok := lists[k].([]any)
+		if !ok && lists[k] != nil {
+			return d, fmt.Errorf("static_resources.%s must be a list", k)
+		}
+		for _, it := range list {
+			r, ok := it.(map[string]any)
+			if !ok {
+				return d, fmt.Errorf("static_resources.%s: an entry must be a mapping", k)
+			}
+			if t, has := r["@type"]; has && t != url {
+				return d, fmt.Errorf("static_resources.%s: @type %v is not %s", k, t, url)
+			}
+			typed := maps.Clone(r)
+			typed["@type"] = url
+			d.items = append(d.items, typed)
+		}
+	}
+	return d, nil
 }
 
 // decodeDocs decodes JSON or (multi-document) YAML into generic values.
@@ -179,6 +288,16 @@ func parseEntry(it any) (*resource.Resource, error) {
 		return nil, errors.New("a resource must be a mapping with \"@type\"")
 	}
 	var opts []resource.Option
+	var wrapName any // the name an Envoy Resource wrapper gives
+	if m["@type"] == resourceWrapper {
+		inner := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "@type" && k != "name" {
+				inner[k] = v
+			}
+		}
+		wrapName, m = m["name"], inner
+	}
 	if inner, wrapped := m["resource"]; wrapped && m["@type"] == nil {
 		for k := range m {
 			if k != "resource" && k != "ttl" {
@@ -227,8 +346,17 @@ func parseEntry(it any) (*resource.Resource, error) {
 	if u := errors.Unwrap(err); u != nil {
 		err = u // the problem names the resource already
 	}
+	if err == nil && wrapName != nil && wrapName != r.Name {
+		return nil, fmt.Errorf("name: %q is not the resource's name %q", wrapName, r.Name)
+	}
 	return r, err
 }
+
+// resourceWrapper is the type URL of Envoy's wrapper of a resource with a
+// TTL (envoy.service.discovery.v3.Resource), which the resources of a
+// DiscoveryResponse may be: read as a {ttl, resource} entry, its name, if
+// given, the resource's.
+const resourceWrapper = "type.googleapis.com/envoy.service.discovery.v3.Resource"
 
 var protoErrPos = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
 
@@ -241,7 +369,7 @@ func cleanProtoErr(err error) string {
 // describe names an entry that failed to parse, as well as can be told.
 func describe(it any, n int) string {
 	m, _ := it.(map[string]any)
-	if inner, ok := m["resource"].(map[string]any); ok && m["@type"] == nil {
+	if inner, ok := m["resource"].(map[string]any); ok && (m["@type"] == nil || m["@type"] == resourceWrapper) {
 		m = inner
 	}
 	typ, _ := m["@type"].(string)
