@@ -11,10 +11,16 @@ import (
 	"testing"
 	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/xdsd/xdsd/fileout"
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/configdir"
 )
 
@@ -94,14 +100,20 @@ func TestLoad(t *testing.T) {
 `, `resources:
 - "@type": type.googleapis.com/envoy.service.discovery.v3.Resource
   name: a
+  version: "3"
   ttl: 30s
   resource:
     "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
     name: a
-`} {
+`, `{"resources": [{"@type": "type.googleapis.com/envoy.service.discovery.v3.Resource", "name": "",
+  "ttl": "30s", "resource": {"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "a"}}]}`} {
 		t.Run("ttl_wrapper", func(t *testing.T) {
 			dir := t.TempDir()
-			write(t, dir, "a.yaml", content)
+			file := "a.yaml"
+			if strings.HasPrefix(content, "{") {
+				file = "a.json"
+			}
+			write(t, dir, file, content)
 			res, err := load(t, dir)
 			if err != nil {
 				t.Fatal(err)
@@ -179,10 +191,19 @@ func TestLoad(t *testing.T) {
 		{"version_info_not_a_string", "a.json", `{"version_info": 1, "resources": []}`, `a.json: "version_info" must be a string`},
 		{"resource_wrapper_of_another_name", "a.yaml", "\"@type\": type.googleapis.com/envoy.service.discovery.v3.Resource\nname: b\nresource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a}\n",
 			`a.yaml: cds "a": name: "b" is not the resource's name "a"`},
-		{"bootstrap_fields", "envoy.yaml", "admin: {}\nstatic_resources: {clusters: [{name: a}]}\n", `a document with "static_resources" may hold only "nodes" besides, not "admin": a bootstrap's other fields are not read`},
-		{"static_resources_unknown_list", "envoy.yaml", "static_resources: {routes: [{name: a}]}\n", `envoy.yaml: static_resources: unknown field "routes"`},
+		{"resources_null", "a.json", `{"resources": null}`, `a.json: "resources" must be a list`},
+		{"type_url_twice", "a.yaml", "type_url: type.googleapis.com/envoy.config.cluster.v3.Cluster\ntypeUrl: type.googleapis.com/envoy.config.cluster.v3.Cluster\nresources: []\n", `a.yaml: "typeUrl" and "type_url" are the same field`},
+		{"resource_wrapper_name_not_a_string", "a.yaml", "\"@type\": type.googleapis.com/envoy.service.discovery.v3.Resource\nname: 5\nresource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a}\n",
+			`a.yaml: cds "a": name: 5 is not a string`},
+		{"resource_wrapper_field_unknown", "a.yaml", "\"@type\": type.googleapis.com/envoy.service.discovery.v3.Resource\ncache_control: {do_not_cache: true}\nresource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a}\n",
+			`a.yaml: cds "a": unknown field "cache_control" in an envoy.service.discovery.v3.Resource (only name, version, ttl and resource)`},
+		{"resource_wrapper_without_resource", "a.yaml", "\"@type\": type.googleapis.com/envoy.service.discovery.v3.Resource\nname: a\nttl: 30s\n",
+			`a.yaml: resource "a": an envoy.service.discovery.v3.Resource without a resource`},
+		{"json_after_the_value", "a.json", `{"resources": []} {"@type": "nonsense"}`, `a.json: invalid JSON: more after the first value`},
+		{"bootstrap_fields", "envoy.yaml", "admin: {}\nstatic_resources: {clusters: [{name: a}]}\n", `a document with "static_resources" may hold only "nodes" besides, not "admin" (of a bootstrap, only static_resources is read)`},
+		{"static_resources_unknown_list", "envoy.yaml", "static_resources: {routes: [{name: a}]}\n", `envoy.yaml: static_resources: unknown field "routes" (listeners, clusters and secrets are read)`},
 		{"static_resources_typed_otherwise", "envoy.yaml", "static_resources: {clusters: [{\"@type\": type.googleapis.com/envoy.config.listener.v3.Listener, name: a}]}\n",
-			`static_resources.clusters: @type type.googleapis.com/envoy.config.listener.v3.Listener is not type.googleapis.com/envoy.config.cluster.v3.Cluster`},
+			`static_resources.clusters[0]: @type type.googleapis.com/envoy.config.listener.v3.Listener is not type.googleapis.com/envoy.config.cluster.v3.Cluster`},
 		{"eds_cluster_without_endpoints", "c.yaml", "resources:" + fmt.Sprintf(cluster, "lonely"), `c.yaml: cds "lonely": eds_cluster_config: EDS cluster has no endpoints resource`},
 	} {
 		t.Run("rejects_"+tc.name, func(t *testing.T) {
@@ -194,6 +215,25 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
+
+	// The same bytes give the same problem: a document's keys are looked
+	// at in order.
+	t.Run("rejects_in_the_same_words", func(t *testing.T) {
+		for _, content := range []string{"resources: []\nfoo: 1\nbar: 2\nbaz: 3\n", "static_resources: {}\nadmin: {}\nnode: {}\nlayered_runtime: {}\n"} {
+			var first string
+			for range 20 {
+				_, err := configdir.ParseFile("a.yaml", []byte(content))
+				if err == nil {
+					t.Fatalf("%q accepted", content)
+				}
+				if first == "" {
+					first = err.Error()
+				} else if err.Error() != first {
+					t.Fatalf("%q: %q, then %q", content, first, err)
+				}
+			}
+		}
+	})
 
 	t.Run("rejects_duplicate_across_files", func(t *testing.T) {
 		dir := t.TempDir()
@@ -226,6 +266,35 @@ func TestLoad(t *testing.T) {
 			t.Fatalf("after removal: %v, read %d, %d resources", err, res.Reread, len(res.Resources))
 		}
 	})
+}
+
+// TestEnvoyResponseFilesLoad: a DiscoveryResponse as xdsd sends one, a
+// resource with a TTL wrapped in Envoy's Resource with its version, saved
+// in YAML or JSON, loads as the same resource.
+func TestEnvoyResponseFilesLoad(t *testing.T) {
+	want := resource.MustNew(&clusterv3.Cluster{Name: "a"}, resource.WithTTL(30*time.Second))
+	body, err := anypb.New(want.Message)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped, err := anypb.New(&discovery.Resource{Name: "a", Version: want.Version, Resource: body, Ttl: durationpb.New(want.TTL)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp := &discovery.DiscoveryResponse{VersionInfo: "v", TypeUrl: resource.ClusterType, Resources: []*anypb.Any{wrapped}, Nonce: "n"}
+	for _, enc := range []fileout.Encoding{fileout.YAML, fileout.JSON} {
+		data, err := enc.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := configdir.ParseFile("cds"+enc.Ext(), data)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", enc, err, data)
+		}
+		if len(got) != 1 || got[0].Version != want.Version || got[0].TTL != want.TTL {
+			t.Fatalf("%s: %v, want %s at %s with a TTL of %v", enc, got, want.Name, want.Version, want.TTL)
+		}
+	}
 }
 
 func node(id, cluster string, md map[string]string) *corev3.Node {

@@ -103,7 +103,7 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 		m, ok := doc.(map[string]any)
 		if !ok {
 			if doc != nil {
-				probs = append(probs, Problem{File: name, Reason: "a document must be a mapping with \"@type\" or \"resources\""})
+				probs = append(probs, Problem{File: name, Reason: "a document must be a mapping with \"@type\", \"resources\" or \"static_resources\""})
 			}
 			continue
 		}
@@ -137,55 +137,63 @@ type document struct {
 
 // responseFields are the fields of a DiscoveryResponse that a document
 // with a resources list may also hold, as Envoy's files for filesystem
-// subscriptions and xdsd's own --write-dir files do; "type_url" is checked,
-// the others are ignored (versions are the contents' hashes).
-var responseFields = map[string]bool{
-	"version_info": true, "versionInfo": true, "type_url": true, "typeUrl": true, "nonce": true,
+// subscriptions and xdsd's own --write-dir files do, each under its proto3
+// JSON names; "type_url" is checked, the others are ignored (versions are
+// the contents' hashes).
+var responseFields = map[string]string{
+	"version_info": "version_info", "versionInfo": "version_info",
+	"type_url": "type_url", "typeUrl": "type_url",
+	"nonce": "nonce",
 }
 
 // readDocument reads one document, named where for errors: a resources
-// list, with a node selector or the fields of a DiscoveryResponse, or a
-// single resource.
+// list, with a node selector or the fields of a DiscoveryResponse; a
+// bootstrap's static_resources; or a single resource. Its keys are looked
+// at in order, so that the same bytes always give the same error.
 func readDocument(where string, m map[string]any) (document, error) {
 	var d document
+	keys := slices.Sorted(maps.Keys(m))
 	_, hasList := m["resources"]
 	isList := hasList
 	if _, typed := m["@type"]; !typed {
-		for k := range m {
-			isList = isList || responseFields[k]
+		for _, k := range keys {
+			isList = isList || responseFields[k] != ""
 		}
 	}
 	for _, k := range []string{"static_resources", "staticResources"} {
-		if static, ok := m[k]; ok {
+		if static, ok := m[k]; ok && !isList {
 			return staticResources(where, k, m, static)
 		}
 	}
 	nodes, hasNodes := m["nodes"]
 	if hasNodes && !isList {
-		return d, errors.New("\"nodes\" needs a \"resources\" list in the same document")
+		return d, errors.New("\"nodes\" needs a \"resources\" or \"static_resources\" list in the same document")
 	}
 	if !isList {
 		d.items = []any{m}
 		return d, nil
 	}
-	for k, v := range m {
-		switch {
+	given := map[string]string{} // field -> the name it was given under
+	for _, k := range keys {
+		switch field := responseFields[k]; {
 		case k == "resources" || k == "nodes":
-		case !responseFields[k]:
+		case field == "":
 			return d, fmt.Errorf("a document with \"resources\" may hold only \"nodes\" and a DiscoveryResponse's \"version_info\", \"type_url\" and \"nonce\" besides, not %q", k)
+		case given[field] != "":
+			return d, fmt.Errorf("%q and %q are the same field", given[field], k)
 		default:
-			if _, ok := v.(string); !ok {
+			given[field] = k
+			if _, ok := m[k].(string); !ok {
 				return d, fmt.Errorf("%q must be a string", k)
 			}
 		}
 	}
-	for _, k := range []string{"type_url", "typeUrl"} {
-		if u, ok := m[k].(string); ok {
-			if resource.Lookup(u) == nil {
-				return d, fmt.Errorf("%s %q is not an xDS resource type", k, u)
-			}
-			d.typeURL = u
+	if k := given["type_url"]; k != "" {
+		u := m[k].(string)
+		if resource.Lookup(u) == nil {
+			return d, fmt.Errorf("%s %q is not an xDS resource type", k, u)
 		}
+		d.typeURL = u
 	}
 	if hasNodes {
 		sel, err := parseSelector(where, nodes)
@@ -194,7 +202,7 @@ func readDocument(where string, m map[string]any) (document, error) {
 		}
 		d.sel = sel
 	}
-	if list, ok := m["resources"]; ok && list != nil {
+	if list, ok := m["resources"]; ok {
 		if d.items, ok = list.([]any); !ok {
 			return d, errors.New("\"resources\" must be a list")
 		}
@@ -210,12 +218,17 @@ var staticTypes = map[string]string{
 
 // staticResources reads a document that holds a bootstrap's
 // static_resources, static, under key (its lists' entries are typed by the
-// list they are in), and may hold "nodes" besides.
+// list they are in, taken in the order of the lists' names), and may hold
+// "nodes" besides.
 func staticResources(where, key string, m map[string]any, static any) (document, error) {
 	var d document
-	for k := range m {
-		if k != key && k != "nodes" {
-			return d, fmt.Errorf("a document with %q may hold only \"nodes\" besides, not %q: a bootstrap's other fields are not read", key, k)
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch k {
+		case key, "nodes":
+		case "static_resources", "staticResources":
+			return d, fmt.Errorf("%q and %q are the same field", key, k)
+		default:
+			return d, fmt.Errorf("a document with %q may hold only \"nodes\" besides, not %q (of a bootstrap, only static_resources is read)", key, k)
 		}
 	}
 	if nodes, ok := m["nodes"]; ok {
@@ -232,19 +245,19 @@ func staticResources(where, key string, m map[string]any, static any) (document,
 	for _, k := range slices.Sorted(maps.Keys(lists)) {
 		url, known := staticTypes[k]
 		if !known {
-			return d, fmt.Errorf("static_resources: unknown field %q", k)
+			return d, fmt.Errorf("%s: unknown field %q (listeners, clusters and secrets are read)", key, k)
 		}
 		list, ok := lists[k].([]any)
-		if !ok && lists[k] != nil {
-			return d, fmt.Errorf("static_resources.%s must be a list", k)
+		if !ok {
+			return d, fmt.Errorf("%s.%s must be a list", key, k)
 		}
-		for _, it := range list {
+		for i, it := range list {
 			r, ok := it.(map[string]any)
 			if !ok {
-				return d, fmt.Errorf("static_resources.%s: an entry must be a mapping", k)
+				return d, fmt.Errorf("%s.%s[%d] must be a mapping", key, k, i)
 			}
 			if t, has := r["@type"]; has && t != url {
-				return d, fmt.Errorf("static_resources.%s: @type %v is not %s", k, t, url)
+				return d, fmt.Errorf("%s.%s[%d]: @type %v is not %s", key, k, i, t, url)
 			}
 			typed := maps.Clone(r)
 			typed["@type"] = url
@@ -262,6 +275,9 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 		d.UseNumber()
 		if err := d.Decode(&v); err != nil {
 			return nil, fmt.Errorf("invalid JSON: %v", err)
+		}
+		if _, err := d.Token(); !errors.Is(err, io.EOF) {
+			return nil, errors.New("invalid JSON: more after the first value")
 		}
 		return []any{v}, nil
 	}
@@ -281,39 +297,23 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 }
 
 // parseEntry turns one list item into a Resource: a message with "@type",
-// or {ttl, resource} around one.
+// or {ttl, resource} or Envoy's Resource wrapper around one.
 func parseEntry(it any) (*resource.Resource, error) {
 	m, ok := it.(map[string]any)
 	if !ok {
 		return nil, errors.New("a resource must be a mapping with \"@type\"")
 	}
 	var opts []resource.Option
-	var wrapName any // the name an Envoy Resource wrapper gives
-	if m["@type"] == resourceWrapper {
-		inner := make(map[string]any, len(m))
-		for k, v := range m {
-			if k != "@type" && k != "name" {
-				inner[k] = v
-			}
+	wrapName := "" // the name an Envoy Resource wrapper gives
+	_, wrapped := m["resource"]
+	if envoy := m["@type"] == resourceWrapper; envoy || wrapped && m["@type"] == nil {
+		var ttl time.Duration
+		var err error
+		if m, wrapName, ttl, err = unwrap(m, envoy); err != nil {
+			return nil, err
 		}
-		wrapName, m = m["name"], inner
-	}
-	if inner, wrapped := m["resource"]; wrapped && m["@type"] == nil {
-		for k := range m {
-			if k != "resource" && k != "ttl" {
-				return nil, fmt.Errorf("unknown field %q in a {ttl, resource} entry", k)
-			}
-		}
-		if ttl, has := m["ttl"]; has {
-			s, _ := ttl.(string)
-			d, err := time.ParseDuration(s)
-			if err != nil || d <= 0 || !strings.HasSuffix(s, "s") {
-				return nil, fmt.Errorf("ttl: %q is not a positive proto3 JSON duration such as \"30s\"", ttl)
-			}
-			opts = append(opts, resource.WithTTL(d))
-		}
-		if m, ok = inner.(map[string]any); !ok {
-			return nil, errors.New("resource: must be a mapping with \"@type\"")
+		if ttl > 0 {
+			opts = append(opts, resource.WithTTL(ttl))
 		}
 	}
 	typ, has := m["@type"]
@@ -346,7 +346,7 @@ func parseEntry(it any) (*resource.Resource, error) {
 	if u := errors.Unwrap(err); u != nil {
 		err = u // the problem names the resource already
 	}
-	if err == nil && wrapName != nil && wrapName != r.Name {
+	if err == nil && wrapName != "" && wrapName != r.Name {
 		return nil, fmt.Errorf("name: %q is not the resource's name %q", wrapName, r.Name)
 	}
 	return r, err
@@ -354,9 +354,51 @@ func parseEntry(it any) (*resource.Resource, error) {
 
 // resourceWrapper is the type URL of Envoy's wrapper of a resource with a
 // TTL (envoy.service.discovery.v3.Resource), which the resources of a
-// DiscoveryResponse may be: read as a {ttl, resource} entry, its name, if
-// given, the resource's.
+// DiscoveryResponse may be.
 const resourceWrapper = "type.googleapis.com/envoy.service.discovery.v3.Resource"
+
+// unwrap returns the resource inside m, a {ttl, resource} entry or, if
+// envoy, Envoy's Resource wrapper (whose name, if given, must be the
+// resource's, and whose version is ignored, as a response's is), with the
+// name the wrapper gives and its TTL (0: none).
+func unwrap(m map[string]any, envoy bool) (inner map[string]any, name string, ttl time.Duration, err error) {
+	kind, fields := "a {ttl, resource} entry", "ttl and resource"
+	if envoy {
+		kind, fields = "an envoy.service.discovery.v3.Resource", "name, version, ttl and resource"
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if k != "resource" && k != "ttl" && !(envoy && (k == "@type" || k == "name" || k == "version")) {
+			return nil, "", 0, fmt.Errorf("unknown field %q in %s (only %s)", k, kind, fields)
+		}
+	}
+	for _, k := range []string{"name", "version"} {
+		switch v := m[k].(type) {
+		case nil:
+		case string:
+			if k == "name" {
+				name = v
+			}
+		default:
+			return nil, "", 0, fmt.Errorf("%s: %v is not a string", k, v)
+		}
+	}
+	if v, has := m["ttl"]; has {
+		s, _ := v.(string)
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 || !strings.HasSuffix(s, "s") {
+			return nil, "", 0, fmt.Errorf("ttl: %v is not a positive proto3 JSON duration such as \"30s\"", v)
+		}
+		ttl = d
+	}
+	r, has := m["resource"]
+	if !has {
+		return nil, "", 0, fmt.Errorf("%s without a resource", kind)
+	}
+	if inner, _ = r.(map[string]any); inner == nil {
+		return nil, "", 0, errors.New("resource: must be a mapping with \"@type\"")
+	}
+	return inner, name, ttl, nil
+}
 
 var protoErrPos = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
 
