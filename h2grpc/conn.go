@@ -483,8 +483,8 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 // 9113 §8.1.1): its stream depends on itself (§5.3.1), it lacks :method,
 // :scheme or :path (§8.3.1), it has a connection-specific field, or te
 // other than "trailers" (§8.2.2), or a content-length that is not one
-// number. The framer checks the rest; the stream checks the DATA against
-// the content-length.
+// number, or not 0 on a header block that ends the stream. The framer
+// checks the rest; the stream checks the DATA against the content-length.
 func malformed(f *http2.MetaHeadersFrame) bool {
 	if f.HasPriority() && f.Priority.StreamDep == f.StreamID {
 		return true
@@ -502,7 +502,6 @@ func malformed(f *http2.MetaHeadersFrame) bool {
 			}
 		}
 	}
-	// A header block that ends the stream has no content to count.
 	n, err := contentLength(f)
 	return err != nil || n > 0 && f.StreamEnded()
 }
@@ -546,7 +545,7 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	c.wbuf = appendRSTStream(c.buf(), id, code)
 	_ = c.flushLocked()
 	if st != nil {
-		st.cancel() // before a send the handler may make sees doneErr
+		st.cancel() // so that a handler whose send fails finds its context ended
 	}
 	c.wmu.Unlock()
 	if st != nil {

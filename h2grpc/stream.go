@@ -110,8 +110,8 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 		}
 	}
 	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
-		contentLen: -1, ready: make(chan struct{}, 1)}
-	st.contentLen, _ = contentLength(f) // malformed refused one that is not valid
+		ready: make(chan struct{}, 1)}
+	st.contentLen, _ = contentLength(f) // -1 if none; malformed refused one not valid
 	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), transportStream{st})
 	if timeout != "" {
 		d, ok := decodeTimeout(timeout)
