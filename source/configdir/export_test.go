@@ -96,6 +96,7 @@ func (f *FakeNotifier) add(dir string) error {
 func (f *FakeNotifier) moved(notice)             {}
 func (f *FakeNotifier) notices() <-chan []notice { return f.out }
 func (f *FakeNotifier) errors() <-chan error     { return f.errs }
+func (f *FakeNotifier) reportsCloses() bool      { return true }
 func (f *FakeNotifier) close() error             { return nil }
 
 // Stop closes the watcher's channels: notices, or errors if errs is set,

@@ -37,6 +37,13 @@ type Loader struct {
 	// not the one before) then keeps what it held, for the change's own
 	// event to have it read again, rather than be taken half-written.
 	watched bool
+	// writerOpen, set by Watch, reports whether a writer has the file rel
+	// open. A walk (Load) keeps a file it finds open as it was, and lists
+	// it in writers, for Watch to read it once it is closed: written in
+	// place when xdsd started, or in a directory made a moment before it
+	// was watched.
+	writerOpen func(rel string) bool
+	writers    []string
 }
 
 // assembly is a configuration that assembled without problems, with what a
@@ -162,10 +169,12 @@ func (l *Loader) Load() (*Result, error) {
 		}
 		seen[rel] = true
 		if r := l.stale(rel, info); r != nil {
+			r.checkWriter = l.writerOpen != nil
 			stale = append(stale, r)
 		}
 		return nil
 	})
+	l.writers = l.writers[:0]
 	reread := 0
 	if err == nil {
 		reread, err = l.storeAll(stale)
@@ -329,6 +338,9 @@ type reading struct {
 	err     error // another error reading it
 	// moved: with watched set, the file changed while it was read.
 	moved bool
+	// checkWriter: look whether a writer has it open (writerOpen), and
+	// if so, writing, leave it as it was.
+	checkWriter, writing bool
 }
 
 // stale returns a reading of the file rel, whose current information is
@@ -350,6 +362,10 @@ func (l *Loader) stale(rel string, info fs.FileInfo) *reading {
 // nothing in the loader.
 func (l *Loader) readAll(rs []*reading) {
 	read := func(r *reading) {
+		if r.checkWriter && l.writerOpen(r.rel) {
+			r.writing = true
+			return
+		}
 		data, err := fs.ReadFile(l.fsys, r.rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -397,6 +413,9 @@ func (l *Loader) store(r *reading) error {
 		return r.err
 	case r.moved:
 		return nil // as it was: the change that moved it is on its way
+	case r.writing:
+		l.writers = append(l.writers, r.rel)
+		return nil // as it was: Watch reads it once its writer closes it
 	}
 	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil

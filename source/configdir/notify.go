@@ -60,6 +60,9 @@ type notifier interface {
 	// errors reports failures of the watcher itself: notices may have
 	// been lost.
 	errors() <-chan error
+	// reportsCloses reports whether the notifier reports a writer's close
+	// (opClosed), so that Watch can wait for one.
+	reportsCloses() bool
 	close() error
 }
 
@@ -125,6 +128,7 @@ func (p *portable) add(dir string) error {
 func (p *portable) moved(notice)             {} // fsnotify drops the watch itself
 func (p *portable) notices() <-chan []notice { return p.out }
 func (p *portable) errors() <-chan error     { return p.w.Errors }
+func (p *portable) reportsCloses() bool      { return false }
 func (p *portable) close() error {
 	close(p.done)
 	err := p.w.Close()

@@ -115,6 +115,7 @@ func (n *inotify) drop(wd int32) {
 
 func (n *inotify) notices() <-chan []notice { return n.out }
 func (n *inotify) errors() <-chan error     { return n.errs }
+func (n *inotify) reportsCloses() bool      { return true }
 
 func (n *inotify) close() error {
 	close(n.done)

@@ -47,6 +47,11 @@ var writeWait = WriteWait
 // the start, or later) is looked for every RootRetry, and loaded and
 // watched once it is.
 //
+// A file written in place is read once its writer closes it (or after
+// writeWait without a write), where the notifier reports closes (Linux):
+// one it saw written, and one a walk finds open for writing (when Watch
+// starts, or in a directory made a moment before it was watched).
+//
 // Files named with a leading "." are a writer's temporary files and are
 // ignored, except a symbolic link or a directory: one put in place, swapped
 // or removed (a Kubernetes ConfigMap volume swaps its "..data" link) makes
@@ -62,6 +67,9 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	l.watched = true
+	if n.reportsCloses() { // else a file found open could only wait out writeWait
+		l.writerOpen = func(rel string) bool { return openForWriting(filepath.Join(dir, rel)) }
+	}
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{},
 		hidden: map[string]bool{}, links: map[string]bool{}, full: true}
 	if _, err := os.Stat(dir); err != nil {
@@ -282,6 +290,15 @@ func (w *watch) load() time.Duration {
 		res, err = w.l.Reload(paths)
 	}
 	w.l.held = nil
+	if len(w.l.writers) > 0 { // files a walk found open for writing: read once closed
+		for _, rel := range w.l.writers {
+			w.writing[rel], w.changed[rel] = now, true
+		}
+		w.l.writers = w.l.writers[:0]
+		if due == 0 || writeWait < due {
+			due = writeWait
+		}
+	}
 	// A read that failed (not a configuration with problems, whose files
 	// were all read) may have left changed files unread: the next load
 	// walks the directory and reads whatever changed.

@@ -3,7 +3,9 @@ package configdir_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -92,4 +94,98 @@ func TestWatchHiddenLinkInADirectoryRenamedIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.until(t, nil)
+}
+
+// needLeases skips the test where Linux gives no read leases (fs.leases-enable
+// off, or a file system without them), by which Watch tells a file open for
+// writing.
+func needLeases(t *testing.T) {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), "lease"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, err := os.Open(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	f.Close() // no writer left
+	if _, err := unix.FcntlInt(r.Fd(), unix.F_SETLEASE, unix.F_RDLCK); err != nil {
+		t.Skipf("no read leases here: %v", err)
+	}
+}
+
+// openPart creates the file at path and writes the start of content into
+// it, a prefix that is valid YAML of its own, leaving it open; the rest is
+// written and the file closed by the function it returns.
+func openPart(t *testing.T, path, content string, cut int) (finish func()) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	if _, err := f.WriteString(content[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		t.Helper()
+		if _, err := f.WriteString(content[cut:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestWatchFileBeingWrittenAtStart: a file a writer has open when Watch
+// starts is left out until its writer closes it, not loaded half-written
+// (here with port 8 for 80): no event told the watcher it was being
+// written, but Linux tells that it is open for writing.
+func TestWatchFileBeingWrittenAtStart(t *testing.T) {
+	needLeases(t)
+	configdir.SetWriteWait(t, time.Hour) // only the close ends the wait
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	whole := blockCluster("b", "80")
+	finish := openPart(t, filepath.Join(dir, "b.yaml"), whole, len(whole)-1)
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	before := want(t, map[string]string{"a.yaml": clusterYAML("a", 1)})
+	if got := versions(w.result(t)); !slices.Equal(got, before) {
+		t.Fatalf("b.yaml open for writing at the start: %v, want a.yaml's alone, %v", got, before)
+	}
+	finish()
+	if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": whole}); !slices.Equal(got, want) {
+		t.Fatalf("b.yaml closed: %v, want %v", got, want)
+	}
+}
+
+// TestWatchFileBeingWrittenInANewDirectory: a directory renamed into the
+// tree with a file its writer still has open: the file's writes came before
+// the directory was watched, and only its close comes after.
+func TestWatchFileBeingWrittenInANewDirectory(t *testing.T) {
+	needLeases(t)
+	configdir.SetWriteWait(t, time.Hour)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	before := versions(w.result(t))
+	if err := os.Mkdir(filepath.Join(dir, ".new"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	whole := blockCluster("b", "80")
+	finish := openPart(t, filepath.Join(dir, ".new", "b.yaml"), whole, len(whole)-1)
+	if err := os.Rename(filepath.Join(dir, ".new"), filepath.Join(dir, "sub")); err != nil {
+		t.Fatal(err)
+	}
+	if got := versions(w.result(t)); !slices.Equal(got, before) {
+		t.Fatalf("sub/b.yaml open for writing in a directory renamed in: %v, want a.yaml's alone, %v", got, before)
+	}
+	finish()
+	if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "sub/b.yaml": whole}); !slices.Equal(got, want) {
+		t.Fatalf("sub/b.yaml closed: %v, want %v", got, want)
+	}
 }
