@@ -38,12 +38,19 @@ type Loader struct {
 	// event to have it read again, rather than be taken half-written.
 	watched bool
 	// writerOpen, set by Watch, reports whether a writer has the file rel
-	// open. A walk (Load) keeps a file it finds open as it was, and lists
-	// it in writers, for Watch to read it once it is closed: written in
-	// place when xdsd started, or in a directory made a moment before it
-	// was watched.
-	writerOpen func(rel string) bool
-	writers    []string
+	// open and is to be waited for, and when it last wrote. A walk (Load)
+	// keeps a file it finds so as it was, and lists it in writers, for
+	// Watch to read it once it is closed: written in place when xdsd
+	// started, or in a directory made a moment before it was watched.
+	writerOpen func(rel string) (time.Time, bool)
+	writers    []writer
+}
+
+// writer is a file a walk found open for writing, and when it was last
+// written.
+type writer struct {
+	rel string
+	at  time.Time
 }
 
 // assembly is a configuration that assembled without problems, with what a
@@ -341,6 +348,7 @@ type reading struct {
 	// checkWriter: look whether a writer has it open (writerOpen), and
 	// if so, writing, leave it as it was.
 	checkWriter, writing bool
+	writtenAt            time.Time
 }
 
 // stale returns a reading of the file rel, whose current information is
@@ -362,9 +370,10 @@ func (l *Loader) stale(rel string, info fs.FileInfo) *reading {
 // nothing in the loader.
 func (l *Loader) readAll(rs []*reading) {
 	read := func(r *reading) {
-		if r.checkWriter && l.writerOpen(r.rel) {
-			r.writing = true
-			return
+		if r.checkWriter {
+			if r.writtenAt, r.writing = l.writerOpen(r.rel); r.writing {
+				return
+			}
 		}
 		data, err := fs.ReadFile(l.fsys, r.rel)
 		switch {
@@ -414,7 +423,7 @@ func (l *Loader) store(r *reading) error {
 	case r.moved:
 		return nil // as it was: the change that moved it is on its way
 	case r.writing:
-		l.writers = append(l.writers, r.rel)
+		l.writers = append(l.writers, writer{r.rel, r.writtenAt})
 		return nil // as it was: Watch reads it once its writer closes it
 	}
 	if _, ok := l.files[r.rel]; !ok {

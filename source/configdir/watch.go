@@ -67,11 +67,12 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	l.watched = true
-	if n.reportsCloses() { // else a file found open could only wait out writeWait
-		l.writerOpen = func(rel string) bool { return openForWriting(filepath.Join(dir, rel)) }
-	}
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{},
-		hidden: map[string]bool{}, links: map[string]bool{}, full: true}
+		closed: map[string]bool{}, hidden: map[string]bool{}, links: map[string]bool{}, full: true}
+	if n.reportsCloses() { // else a file found open could only wait out writeWait
+		l.writerOpen = w.writerOpen
+		defer func() { l.writerOpen = nil }()
+	}
 	if _, err := os.Stat(dir); err != nil {
 		w.rewatch = true // not there yet: looked for every RootRetry, as if it went
 	}
@@ -120,6 +121,10 @@ type watch struct {
 	reject  func(error)
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
+	// closed holds the files whose writer's close was taken in since the
+	// last load: a walk does not wait for them, though the writer may
+	// not have let go yet (the kernel reports the close first).
+	closed map[string]bool
 	// hidden holds the hidden names events named since the last load:
 	// true if one made the name (created, or renamed to it) after the
 	// last that took it away. links holds the hidden links there were
@@ -162,6 +167,7 @@ func (w *watch) notice(nt notice) {
 			w.writing[rel] = time.Now()
 		case opClosed, opGone, opArrived:
 			delete(w.writing, rel)
+			w.closed[rel] = nt.op == opClosed
 		}
 	case nt.moved:
 	case strings.HasPrefix(filepath.Base(rel), "."):
@@ -290,15 +296,14 @@ func (w *watch) load() time.Duration {
 		res, err = w.l.Reload(paths)
 	}
 	w.l.held = nil
-	if len(w.l.writers) > 0 { // files a walk found open for writing: read once closed
-		for _, rel := range w.l.writers {
-			w.writing[rel], w.changed[rel] = now, true
-		}
-		w.l.writers = w.l.writers[:0]
-		if due == 0 || writeWait < due {
-			due = writeWait
+	clear(w.closed)
+	for _, wr := range w.l.writers { // files a walk found open for writing: read once closed
+		w.writing[wr.rel], w.changed[wr.rel] = wr.at, true
+		if left := writeWait - now.Sub(wr.at); due == 0 || left < due {
+			due = max(left, time.Millisecond)
 		}
 	}
+	w.l.writers = w.l.writers[:0]
 	// A read that failed (not a configuration with problems, whose files
 	// were all read) may have left changed files unread: the next load
 	// walks the directory and reads whatever changed.
@@ -310,6 +315,18 @@ func (w *watch) load() time.Duration {
 		w.apply(res)
 	}
 	return due
+}
+
+// writerOpen is the Loader's writerOpen: whether a walk is to wait for a
+// writer of the file rel, one that has it open and wrote it less than
+// writeWait ago, as a writer seen writing is waited for; and when it last
+// wrote. It runs on the Loader's readers while Watch's goroutine waits.
+func (w *watch) writerOpen(rel string) (time.Time, bool) {
+	if w.closed[rel] {
+		return time.Time{}, false
+	}
+	at, open := writtenAt(filepath.Join(w.dir, rel))
+	return at, open && time.Since(at) < writeWait
 }
 
 // addTree watches dir and its subdirectories, skipping hidden ones. Links

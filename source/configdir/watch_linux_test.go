@@ -171,13 +171,13 @@ func TestWatchFileBeingWrittenInANewDirectory(t *testing.T) {
 	configdir.SetWriteWait(t, time.Hour)
 	dir := t.TempDir()
 	write(t, dir, "a.yaml", clusterYAML("a", 1))
-	w := startWatch(t, configdir.NewLoader(dir), dir)
-	before := versions(w.result(t))
-	if err := os.Mkdir(filepath.Join(dir, ".new"), 0o755); err != nil {
+	if err := os.Mkdir(filepath.Join(dir, ".new"), 0o755); err != nil { // hidden: not walked
 		t.Fatal(err)
 	}
 	whole := blockCluster("b", "80")
 	finish := openPart(t, filepath.Join(dir, ".new", "b.yaml"), whole, len(whole)-1)
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	before := versions(w.result(t))
 	if err := os.Rename(filepath.Join(dir, ".new"), filepath.Join(dir, "sub")); err != nil {
 		t.Fatal(err)
 	}
@@ -187,5 +187,62 @@ func TestWatchFileBeingWrittenInANewDirectory(t *testing.T) {
 	finish()
 	if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "sub/b.yaml": whole}); !slices.Equal(got, want) {
 		t.Fatalf("sub/b.yaml closed: %v, want %v", got, want)
+	}
+}
+
+// TestWatchFileHeldOpenNotWritten: a file a process holds open for writing
+// but last wrote longer than WriteWait ago (a lock holder, say) is read at
+// the start, as a writer seen idle that long is.
+func TestWatchFileHeldOpenNotWritten(t *testing.T) {
+	needLeases(t)
+	configdir.SetWriteWait(t, time.Minute)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	path := filepath.Join(dir, "a.yaml")
+	old := time.Now().Add(-2 * time.Minute)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	if got, want := versions(w.result(t)), want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}); !slices.Equal(got, want) {
+		t.Fatalf("a.yaml held open, last written 2 minutes ago: %v, want %v", got, want)
+	}
+}
+
+// TestWatchClosedFileNotHeldByAWalk: inotify reports a writer's close
+// before the writer has let go of the file; a walk in the same burst must
+// not take the file for one still being written, and wait out WriteWait.
+// The file is held open here to stand for that moment.
+func TestWatchClosedFileNotHeldByAWalk(t *testing.T) {
+	needLeases(t)
+	configdir.SetWriteWait(t, time.Hour)
+	fake := configdir.UseFakeNotifier(t)
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	w := startWatch(t, configdir.NewLoader(dir), dir)
+	before := versions(w.result(t))
+	f, err := os.Create(filepath.Join(dir, "b.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(clusterYAML("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fake.Report(
+		configdir.FakeEvent{Path: filepath.Join(dir, "b.yaml"), Op: "written"},
+		configdir.FakeEvent{Path: filepath.Join(dir, "b.yaml"), Op: "closed"},
+		configdir.FakeEvent{Path: filepath.Join(dir, "sub"), Op: "created"}, // a walk
+	)
+	if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": clusterYAML("b", 1)}); !slices.Equal(got, want) {
+		t.Fatalf("b.yaml reported closed, then a walk: %v, want %v", got, want)
 	}
 }

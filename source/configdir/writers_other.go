@@ -2,6 +2,8 @@
 
 package configdir
 
-// openForWriting reports false: only Linux tells whether a file is open
-// for writing (see the Linux version).
-func openForWriting(string) bool { return false }
+import "time"
+
+// writtenAt reports false: only Linux tells whether a file is open for
+// writing (see the Linux version).
+func writtenAt(string) (time.Time, bool) { return time.Time{}, false }
