@@ -112,7 +112,9 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	}
 }
 
-// watch is Watch's state between events. Only Watch's goroutine uses it.
+// watch is Watch's state between events. Only Watch's goroutine uses it,
+// but for writerOpen, which the Loader's readers call during a load, while
+// that goroutine waits: it reads dir and closed.
 type watch struct {
 	n       notifier
 	dir     string // the directory watched
