@@ -983,5 +983,24 @@ func FuzzDeltaRequests(f *testing.F) {
 	f.Add([]byte(ads.deltaReq(resource.ClusterType, 0, fuzzNodeFlag, nil, nil).op(fuzzOpKick).
 		deltaReq(resource.EndpointType, 0, 0, []string{"c0", "c1", "e0"}, nil).deltaReq(resource.EndpointType, 0, 0, []string{"x0"}, []string{"c1"}).
 		op(fuzzOpAckAll).op(fuzzOpAckAll)))
+	// A client unsubscribes a cluster that the response in flight carries,
+	// then subscribes to every cluster, and the cluster is deleted: the
+	// client took it in with the response, so it must be removed (D4).
+	f.Add([]byte(fuzzHeader(0, 0x0003, 0).deltaReq(resource.ClusterType, 0, fuzzNodeFlag, []string{"*", "c1"}, []string{"*"}).
+		deltaReq(resource.ClusterType, 0, 0, []string{"c0"}, []string{"c1"}).deltaReq(resource.ClusterType, 0, 0, []string{"*"}, nil).
+		publish(0x0001, 0)))
+	// The same, with the removal held back behind an endpoint response:
+	// what the client may hold outlives that response.
+	f.Add([]byte(fuzzHeader(0, 0x0001, 0).deltaReq(resource.ClusterType, 0, fuzzNodeFlag, []string{"c0"}, []string{"*"}).
+		deltaReq(resource.ClusterType, 0, 0, []string{"c1"}, []string{"c0"}).publish(0, 0).op(fuzzOpKick).
+		deltaReq(resource.EndpointType, 0, 0, []string{"e0"}, nil).deltaReq(resource.ClusterType, 0, 0, []string{"*"}, nil).
+		op(fuzzOpAck, 0)))
+	// Before any snapshot, a client says it has a cluster, gives up the
+	// wildcard (and so the cluster) and takes it again: the cluster must
+	// be sent when the snapshot comes.
+	f.Add([]byte(fuzzSeed{0}.raw(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.ClusterType, Node: &corev3.Node{Id: "fuzz"},
+		ResourceNamesSubscribe: []string{"*"}, InitialResourceVersions: map[string]string{"c0": fuzzResources().entries[0][0].Version}}).
+		deltaReq(resource.ClusterType, 0, 0, nil, []string{"*"}).deltaReq(resource.ClusterType, 0, 0, []string{"*"}, nil).
+		publish(0x0001, 0)))
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzStream(t, data, true) })
 }

@@ -20,7 +20,7 @@ type keyEntry struct {
 const (
 	fNamed   uint8 = 1 << iota // explicitly subscribed
 	fHas                       // the client holds res (nil res: we told it the key does not exist, D5)
-	fDropped                   // SotW Listener/Cluster: unsubscribed since the last full-state response, the client may still hold res
+	fDropped                   // unsubscribed, the client may still hold res: SotW Listener/Cluster until the next full-state response, delta until the response in flight is answered
 	fResend                    // newly subscribed: sent even if held at the current version (S10, D8)
 )
 
@@ -83,6 +83,15 @@ func (l *keyList) heldAt(key string) (*resource.Resource, bool) {
 		return e.res, true
 	}
 	return nil, false
+}
+
+// mayHoldAt returns what the client holds, or may still hold (fDropped),
+// under key; nil if nothing, or if it was told the key does not exist.
+func (l *keyList) mayHoldAt(key string) *resource.Resource {
+	if e := l.lookup(key); e != nil && e.flags&(fHas|fDropped) != 0 {
+		return e.res
+	}
+	return nil
 }
 
 // held yields every key the client holds and its resource (nil: told it
@@ -201,14 +210,35 @@ func (l *keyList) drop(e *keyEntry) {
 	}
 }
 
+// release forgets e's resource, held or dropped.
+func (l *keyList) release(e *keyEntry) {
+	l.forget(e)
+	if e.flags&fDropped != 0 {
+		e.flags &^= fDropped
+		e.res = nil
+		l.nDropped--
+		l.slack = true
+	}
+}
+
+// resendDropped marks every dropped keyEntry to be sent again, and reports
+// whether there was one.
+func (l *keyList) resendDropped() bool {
+	found := false
+	for i := 0; l.nDropped > 0 && i < len(l.keys); i++ {
+		if e := &l.keys[i]; e.flags&fDropped != 0 {
+			l.setResend(e)
+			found = true
+		}
+	}
+	return found
+}
+
 // clearDropped forgets every dropped keyEntry.
 func (l *keyList) clearDropped() {
 	for i := 0; l.nDropped > 0 && i < len(l.keys); i++ {
 		if e := &l.keys[i]; e.flags&fDropped != 0 {
-			e.flags &^= fDropped
-			e.res = nil
-			l.nDropped--
-			l.slack = true
+			l.release(e)
 		}
 	}
 }

@@ -328,8 +328,7 @@ func deltaRemovals(snap *cache.Snapshot, ts *typeState, w work) ([]string, []ite
 	}
 	var removed []string
 	for _, k := range w.removals {
-		r, _ := ts.heldAt(k)
-		name := r.Name
+		name := ts.mayHoldAt(k).Name
 		switch {
 		case k != name && snap.Get(ts.t, name) != nil:
 			items = append(items, item{key: k})

@@ -272,6 +272,7 @@ func (st *stream) state(t *resource.Type) *typeState {
 	ts := st.types.get(t)
 	if ts == nil {
 		ts = newTypeState(t)
+		ts.delta = st.delta
 		st.types.add(ts)
 	}
 	return ts

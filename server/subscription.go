@@ -13,7 +13,8 @@ const wildcardName = "*"
 // typeState is one stream's state for one resource type. It is guarded by
 // the stream's lock.
 type typeState struct {
-	t *resource.Type
+	t     *resource.Type
+	delta bool // the stream is incremental: no response states the full state
 
 	// Subscription.
 	active    bool // the client has requested this type
@@ -94,13 +95,8 @@ func (ts *typeState) setNames(names []string) bool {
 	// covered it before and still does; so is one the wildcard covers again
 	// after it was dropped.
 	resend := !(wildcard && ts.wildcard)
-	if wildcard && !ts.wildcard {
-		for i := range ts.keys {
-			if e := &ts.keys[i]; e.flags&fDropped != 0 {
-				ts.setResend(e)
-				changed = true
-			}
-		}
+	if wildcard && !ts.wildcard && ts.resendDropped() {
+		changed = true
 	}
 	ts.mergeKeys(keys, func(_ int, e *keyEntry) {
 		if e.flags&fNamed == 0 {
@@ -145,6 +141,11 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 	if len(sub) > 0 {
 		ts.everNamed, ts.reeval = true, true
 		keys, wildcard := subscriptionKeys(sub)
+		if wildcard && !ts.wildcard {
+			// What the client unsubscribed while a response was in flight
+			// it may have dropped or kept: send it again.
+			ts.resendDropped()
+		}
 		ts.wildcard = ts.wildcard || wildcard
 		ts.mergeKeys(keys, func(_ int, e *keyEntry) {
 			e.flags |= fNamed
@@ -161,7 +162,30 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 			ts.unname(e) // unknown names are ignored (D9)
 		}
 	}
+	if len(unsub) > 0 && !ts.wildcard {
+		ts.leaveScope()
+	}
 	ts.compact()
+}
+
+// leaveScope records that the client of a delta subscription without
+// wildcard drops what it holds and no longer names. A response in flight
+// may still carry some of it, which the client takes in if a wildcard
+// covers it by then: that is kept as dropped (may be held) until the
+// response is answered. Done as the request is handled, not at the next
+// push, so that a wildcard given up and taken again before then (no
+// snapshot yet) still finds the client without it.
+func (ts *typeState) leaveScope() {
+	for i := range ts.keys {
+		e := &ts.keys[i]
+		switch {
+		case e.flags&fNamed != 0 || e.flags&fHas == 0:
+		case ts.waiting && e.res != nil:
+			ts.drop(e)
+		default:
+			ts.forget(e)
+		}
+	}
 }
 
 // holdItems records that the client holds each item's resource under its
@@ -278,9 +302,14 @@ func (ts *typeState) evaluateEach(snap *cache.Snapshot, delta bool) work {
 		case !inScope && !ts.wildcard:
 			if i >= 0 {
 				e := ts.mutable(i)
-				if flags&fHas != 0 && held != nil && !delta && ts.t.FullState {
-					ts.drop(e)
-				} else {
+				switch {
+				case delta && ts.waiting:
+					ts.forget(e) // what it may still hold stays dropped (leaveScope)
+				case delta:
+					ts.release(e)
+				case flags&fHas != 0 && held != nil && ts.t.FullState:
+					ts.drop(e) // a SotW client keeps it until the next full-state response
+				default:
 					ts.forget(e)
 				}
 				ts.clearResend(e)
@@ -373,7 +402,7 @@ func (ts *typeState) settleEach(w work, withRemovals bool, snap *cache.Snapshot)
 	ts.own()
 	ts.holdItems(w.upserts)
 	ts.clearAllResend()
-	if ts.t.FullState {
+	if ts.t.FullState && !ts.delta {
 		ts.clearDropped() // the response states the full state
 	}
 	if withRemovals {
@@ -384,7 +413,7 @@ func (ts *typeState) settleEach(w work, withRemovals bool, snap *cache.Snapshot)
 			case e.flags&fNamed != 0:
 				ts.hold(e, nil) // the client now knows it does not exist
 			default:
-				ts.forget(e)
+				ts.release(e)
 			}
 		}
 	} else if len(w.removals) > 0 {
