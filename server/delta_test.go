@@ -363,6 +363,26 @@ func TestDelta(t *testing.T) {
 		collect(t, s2, cds, nil, []string{"c"})
 	})
 
+	// A client that stops naming a cluster while the response carrying it
+	// is in flight, and subscribes to every cluster before it ACKs, takes
+	// the cluster in with that response (as Envoy does under a wildcard):
+	// deleted meanwhile, it must be removed.
+	t.Run("D4_removed_after_an_unsubscribe_a_response_in_flight_overtook", func(t *testing.T) {
+		e := start(t, clusterV("a", 1), clusterV("b", 1))
+		s := e.DeltaADS(t)
+		s.Send(dsub(cds, "a"))
+		r1 := s.Recv()
+		wantDelta(t, r1, cds, []string{"a"}, nil)
+		s.Send(dunsub(cds, "a"))
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cds, ResourceNamesSubscribe: []string{"*"}})
+		// No barrier (its answer would wait behind r1): the outcome is the
+		// same whether the server takes the publication before, between
+		// or after the two requests.
+		publish(e, clusterV("b", 1))
+		s.Send(dack(r1))
+		collect(t, s, cds, []string{"b"}, []string{"a"})
+	})
+
 	t.Run("D4_removed_name_is_not_renotified", func(t *testing.T) {
 		e := start(t, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
 		s := e.DeltaADS(t)

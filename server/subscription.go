@@ -321,7 +321,7 @@ func (ts *typeState) evaluateEach(snap *cache.Snapshot, delta bool) work {
 			// nothing is said of the alias. (Were the resource gone, the
 			// case below would remove it by name.)
 			e := ts.mutable(i)
-			ts.forget(e)
+			ts.release(e)
 			ts.clearResend(e)
 		case !inScope:
 			// Covered only by the wildcard and gone from the snapshot.
