@@ -333,6 +333,13 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	ts := st.state(t)
 	if nonce := req.GetResponseNonce(); nonce != "" && nonce == ts.nonce {
 		st.recordReply(ts, ts.lastVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+		if ts.nDropped > 0 && !ts.wildcard {
+			// What it stopped naming while the response was in flight
+			// the client did not take in without a wildcard (leaveScope).
+			ts.own()
+			ts.clearDropped()
+			ts.compact()
+		}
 	}
 	// A stale nonce still carries subscription changes (D2).
 	first := !ts.active
