@@ -16,6 +16,8 @@ type summary struct {
 	err                  string
 	initialSync          float64 // s
 	initialCPU           float64 // s
+	initialClientCPU     float64 // s, the load tool's
+	initialBytes         float64 // received by the clients
 	first, p50, p99      float64 // s, over the clients of every round
 	maxMedian, maxWorst  float64 // s, the per-round maximum: median and worst round
 	commitMedian         float64 // s, making the change (files written, control call): median round
@@ -30,6 +32,7 @@ type summary struct {
 
 func summarize(r *result) summary {
 	s := summary{ok: r.Err == "", err: r.Err, initialSync: r.InitialSync, initialCPU: r.InitialCPU,
+		initialClientCPU: r.InitialClientCPU, initialBytes: float64(r.InitialBytes),
 		idleRSS: mib(r.IdleRSS), rss: mib(r.RSS), peak: mib(r.PeakRSS), clientRSS: mib(r.ClientRSS),
 		rounds: len(r.Rounds), expected: len(r.Rounds) * r.Clients}
 	var all []time.Duration
@@ -77,9 +80,13 @@ func secs(v float64) string { return fmt.Sprintf("%.3f s", v) }
 func mibs(v float64) string { return fmt.Sprintf("%.1f MiB", v) }
 func kib(v float64) string  { return fmt.Sprintf("%.1f KiB", v/1024) }
 
+func mibBytes(v float64) string { return fmt.Sprintf("%.1f MiB", v/(1<<20)) }
+
 var rows = []row{
 	{"initial sync, all clients", func(s summary) float64 { return s.initialSync }, secs},
 	{"server CPU, initial sync", func(s summary) float64 { return s.initialCPU }, secs},
+	{"load tool CPU, initial sync", func(s summary) float64 { return s.initialClientCPU }, secs},
+	{"bytes to clients, initial sync", func(s summary) float64 { return s.initialBytes }, mibBytes},
 	{"change → all clients: max (median round)", func(s summary) float64 { return s.maxMedian }, ms},
 	{"change → all clients: max (worst round)", func(s summary) float64 { return s.maxWorst }, ms},
 	{"change → first client (best round)", func(s summary) float64 { return s.first }, ms},
