@@ -55,7 +55,7 @@ func (st *stream) push() error {
 			continue
 		}
 		st.resume(ts)
-		w := ts.evaluate(st.snap, st.delta)
+		w := ts.evaluate(st.snap)
 		if len(w.upserts) > 0 || st.needsFirst(ts) {
 			upserts++
 		}
@@ -128,7 +128,7 @@ func (st *stream) resume(ts *typeState) {
 	}
 	claimed := ts.resume
 	ts.resume = ""
-	w := ts.evaluate(st.snap, false)
+	w := ts.evaluate(st.snap) // SotW only
 	var xor uint64
 	for _, it := range w.upserts {
 		xor ^= it.res.Hash()

@@ -166,9 +166,9 @@ func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *re
 // type t (REST and Fetch): every subscribed resource that exists, with the
 // set's version.
 func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string) *discovery.DiscoveryResponse {
-	ts := newTypeState(t)
+	ts := newTypeState(t, false)
 	ts.setNames(names)
-	w := ts.evaluate(snap, false)
+	w := ts.evaluate(snap)
 	items := slices.SortedFunc(slices.Values(w.upserts), compareItems) // a copy: the upserts may be shared
 	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
 	var xor uint64

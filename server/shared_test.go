@@ -67,10 +67,10 @@ func TestSharedKeyLists(t *testing.T) {
 	rs := []*resource.Resource{cluster("a", 1), cluster("b", 1), cluster("c", 1)}
 	snap1 := cache.MustSnapshot(rs...)
 	newState := func() *typeState {
-		ts := newTypeState(cdsType)
+		ts := newTypeState(cdsType, true)
 		ts.active = true
 		ts.subscribe([]string{"a", "b", "c"}, nil, true)
-		w := ts.evaluate(snap1, true)
+		w := ts.evaluate(snap1)
 		ts.settle(w, true, snap1)
 		return ts
 	}
@@ -84,7 +84,7 @@ func TestSharedKeyLists(t *testing.T) {
 	b2 := cluster("b", 2)
 	snap2 := cache.MustSnapshot(rs[0], b2, rs[2])
 	x.markDirty([]string{"b"})
-	w := x.evaluate(snap2, true)
+	w := x.evaluate(snap2)
 	if len(w.upserts) != 1 || w.upserts[0].res != b2 {
 		t.Fatalf("work %+v, want an upsert of the new b", w)
 	}
@@ -97,7 +97,7 @@ func TestSharedKeyLists(t *testing.T) {
 	c2 := x.shared
 	snap3 := cache.MustSnapshot(cluster("a", 1), b2, cluster("c", 3))
 	x.markDirty([]string{"c"})
-	if w = x.evaluate(snap3, true); len(w.upserts) != 1 {
+	if w = x.evaluate(snap3); len(w.upserts) != 1 {
 		t.Fatalf("work %+v, want one upsert (c)", w)
 	}
 	x.settle(w, true, snap3)
@@ -107,7 +107,7 @@ func TestSharedKeyLists(t *testing.T) {
 
 	// y unsubscribes from c: it copies its list.
 	y.subscribe(nil, []string{"c"}, false)
-	w = y.evaluate(snap1, true)
+	w = y.evaluate(snap1)
 	y.settle(w, true, snap1)
 	if y.shared != nil {
 		t.Fatal("y still shares a list after unsubscribing")
@@ -162,7 +162,7 @@ func TestFirstSubscriptionSharesNames(t *testing.T) {
 			flags |= fResend // SotW sends what a new subscription names (S10)
 		}
 		own := func() *typeState { // the way a list of its own is built
-			ts := newTypeState(edsType)
+			ts := newTypeState(edsType, delta)
 			if delta {
 				ts.subscribe(names, nil, true)
 			} else {
@@ -171,7 +171,7 @@ func TestFirstSubscriptionSharesNames(t *testing.T) {
 			return ts
 		}
 		adopted := func(names ...string) *typeState {
-			ts := newTypeState(edsType)
+			ts := newTypeState(edsType, delta)
 			if !ts.adoptNames(snap, names, flags) {
 				t.Fatalf("delta %v: the snapshot's names %v were not adopted", delta, names)
 			}
@@ -184,7 +184,7 @@ func TestFirstSubscriptionSharesNames(t *testing.T) {
 				t.Fatalf("delta %v: adopted lists %p %p (flags %b), nResend %d, want one shared list with flags %b, nResend %d",
 					delta, x.shared, y.shared, named.flags, x.nResend, flags, ref.nResend)
 			}
-			wx, wref := x.evaluate(later, delta), ref.evaluate(later, delta)
+			wx, wref := x.evaluate(later), ref.evaluate(later)
 			if later != snap2 && (len(wx.upserts) == 0 || &wx.upserts[0] != &allItems(later, edsType)[0]) {
 				t.Fatalf("delta %v: the first response's items are not the snapshot's shared list", delta)
 			}
@@ -209,26 +209,26 @@ func TestFirstSubscriptionSharesNames(t *testing.T) {
 		if x.shared != nil || !named.intact() {
 			t.Fatalf("delta %v: unsubscribing did not copy the shared names", delta)
 		}
-		if got := keys(x.evaluate(snap, delta)); !slices.Equal(got, []string{"a@" + a.Version, "c@" + c.Version}) {
+		if got := keys(x.evaluate(snap)); !slices.Equal(got, []string{"a@" + a.Version, "c@" + c.Version}) {
 			t.Fatalf("delta %v: after unsubscribing b, work %v", delta, got)
 		}
 	}
 	for _, n := range [][]string{{"a", "b"}, {"a", "b", "c", "d"}, {"*", "a", "b"}, {"a", "a", "c"}, {"c", "b", "c"}, {"a", "b", "d"}} {
-		ts := newTypeState(edsType)
+		ts := newTypeState(edsType, true)
 		if ts.adoptNames(snap, n, fNamed) || ts.shared != nil || len(ts.keys) != 0 || ts.everNamed {
 			t.Fatalf("names %v were adopted as the snapshot's", n)
 		}
 	}
 	// A resource named "*": a subscription naming it asks for the wildcard.
-	if newTypeState(edsType).adoptNames(cache.MustSnapshot(cla("*", 1), a, b), []string{"*", "a", "b"}, fNamed) {
+	if newTypeState(edsType, true).adoptNames(cache.MustSnapshot(cla("*", 1), a, b), []string{"*", "a", "b"}, fNamed) {
 		t.Fatal(`"*" was adopted as a name`)
 	}
-	ts := newTypeState(edsType)
+	ts := newTypeState(edsType, true)
 	ts.subscribe([]string{"a"}, nil, true)
 	if ts.adoptNames(snap, names, fNamed) {
 		t.Fatal("names were adopted by a list that had some")
 	}
-	if newTypeState(edsType).adoptNames(nil, names, fNamed) {
+	if newTypeState(edsType, true).adoptNames(nil, names, fNamed) {
 		t.Fatal("names were adopted without a snapshot")
 	}
 }

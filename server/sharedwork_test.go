@@ -50,7 +50,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 			return cache.MustSnapshot(rs...)
 		}
 		delta := rng.IntN(2) == 0
-		ts := newTypeState(cdsType)
+		ts := newTypeState(cdsType, delta)
 		ts.active = true
 		names := slices.Sorted(maps.Keys(versions))
 		switch rng.IntN(8) {
@@ -146,7 +146,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 // that their lists say the same of every key.
 func compareWork(t *testing.T, where string, ts, each *typeState, snap *cache.Snapshot, delta bool) {
 	t.Helper()
-	got, want := ts.evaluate(snap, delta), each.evaluateEach(snap, delta)
+	got, want := ts.evaluate(snap), each.evaluateEach(snap)
 	if g, w := itemSet(got.upserts), itemSet(want.upserts); !maps.Equal(g, w) {
 		t.Fatalf("%s: upserts %v, key by key %v", where, g, w)
 	}
@@ -284,9 +284,9 @@ func TestCurrentLeavesSharedUpsertsAlone(t *testing.T) {
 	}
 	snap := cache.MustSnapshot(rs...)
 	all := allItems(snap, cdsType)
-	ts := newTypeState(cdsType)
+	ts := newTypeState(cdsType, false)
 	ts.setNames(nil)
-	if w := ts.evaluate(snap, false); len(w.upserts) == 0 || &w.upserts[0] != &all[0] {
+	if w := ts.evaluate(snap); len(w.upserts) == 0 || &w.upserts[0] != &all[0] {
 		t.Fatal("a fetch of everything did not take the shared list")
 	}
 	want := slices.Clone(all)

@@ -271,8 +271,7 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 func (st *stream) state(t *resource.Type) *typeState {
 	ts := st.types.get(t)
 	if ts == nil {
-		ts = newTypeState(t)
-		ts.delta = st.delta
+		ts = newTypeState(t, st.delta)
 		st.types.add(ts)
 	}
 	return ts

@@ -46,8 +46,8 @@ type typeState struct {
 	reeval bool
 }
 
-func newTypeState(t *resource.Type) *typeState {
-	return &typeState{t: t, reeval: true}
+func newTypeState(t *resource.Type, delta bool) *typeState {
+	return &typeState{t: t, delta: delta, reeval: true}
 }
 
 // version is the set version of what the client holds.
@@ -250,19 +250,21 @@ type work struct {
 
 // evaluate computes the type's work against snap. It also forgets keys the
 // client no longer subscribes to, and, for SotW types that cannot express
-// removal, resources that are gone. delta selects the incremental rules.
-func (ts *typeState) evaluate(snap *cache.Snapshot, delta bool) work {
+// removal, resources that are gone; the stream's variant (ts.delta) picks
+// the rules.
+func (ts *typeState) evaluate(snap *cache.Snapshot) work {
 	if w, ok := ts.sharedWork(snap, ts.t, ts.wildcard, ts.reeval, ts.dirty); ok {
 		return w
 	}
 	if w, ok := ts.wholeWork(snap, ts.t, ts.wildcard, ts.reeval); ok {
 		return w
 	}
-	return ts.evaluateEach(snap, delta)
+	return ts.evaluateEach(snap)
 }
 
 // evaluateEach is evaluate key by key.
-func (ts *typeState) evaluateEach(snap *cache.Snapshot, delta bool) work {
+func (ts *typeState) evaluateEach(snap *cache.Snapshot) work {
+	delta := ts.delta
 	var w work
 	upsert := func(it item) {
 		if w.upserts == nil {
