@@ -41,7 +41,7 @@ var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
 type conn struct {
 	srv  *Server
 	raw  net.Conn      // the accepted connection; closing it ends everything
-	nc   net.Conn      // raw, or TLS over it; written under wmu once ready
+	w    io.Writer     // raw, or TLS over it (newWriter); written under wmu once ready
 	fr   *http2.Framer // read by serve only
 	r    io.Reader     // the socket, buffered; serve's only
 	pr   *pooledReader // r, if it is one (a socket, on Unix), else nil
@@ -133,7 +133,7 @@ func (c *conn) handshake() error {
 	c.recvWin = 65535
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.nc, c.ready = nc, true
+	c.w, c.ready = newWriter(nc), true
 	c.wbuf = appendSettings(c.buf(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},
@@ -623,7 +623,7 @@ func (c *conn) flushLocked() error {
 		c.ackHeld = false
 	}
 	if err == nil && len(c.wbuf) > 0 {
-		if _, err = c.nc.Write(c.wbuf); err != nil {
+		if _, err = c.w.Write(c.wbuf); err != nil {
 			c.werr = errConnClosed
 			c.wcond.Broadcast()
 			err = c.werr

@@ -5,21 +5,20 @@ import (
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
-	"net"
 	"testing"
 
 	"golang.org/x/net/http2"
 )
 
-// discardConn takes whatever the server writes (its WINDOW_UPDATEs).
-type discardConn struct{ net.Conn }
+// discardWriter takes whatever the server writes (its WINDOW_UPDATEs).
+type discardWriter struct{}
 
-func (discardConn) Write(b []byte) (int, error) { return len(b), nil }
+func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // queueingConn returns a connection with stream 1 open, its window w, and
 // no handler reading: every message queues.
 func queueingConn(w int32) (*conn, *stream) {
-	c := &conn{recvWin: 1 << 20, ready: true, nc: discardConn{},
+	c := &conn{recvWin: 1 << 20, ready: true, w: discardWriter{},
 		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}}}
 	c.wcond.L = &c.wmu
 	st := &stream{c: c, id: 1, recvWin: w, ready: make(chan struct{}, 1)}

@@ -140,7 +140,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 	for {
 		if p.r == p.w && len(p.dst) >= readBufSize && !p.boundary {
 			p.release()
-			n, err := syscall.Read(int(fd), p.dst)
+			n, err := sysRead(fd, p.dst)
 			if wouldBlock(err) {
 				return false
 			}
@@ -167,7 +167,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			}
 			buf = p.grow()
 		}
-		n, err := syscall.Read(int(fd), buf[p.w:])
+		n, err := sysRead(fd, buf[p.w:])
 		if wouldBlock(err) {
 			// Nothing left over, or what frames needs more of: the start
 			// of a frame, whose rest a client sends with it (a frame is

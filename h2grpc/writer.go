@@ -1,0 +1,63 @@
+//go:build unix
+
+package h2grpc
+
+import (
+	"io"
+	"net"
+	"syscall"
+)
+
+// newWriter returns the writer of nc: a *socketWriter for sockets, nc
+// itself otherwise (TLS).
+func newWriter(nc net.Conn) io.Writer {
+	if sc, ok := nc.(syscall.Conn); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			w := &socketWriter{rc: rc}
+			w.fn = w.write
+			return w
+		}
+	}
+	return nc
+}
+
+// socketWriter writes a socket with sysWrite, waiting in the netpoller
+// while the socket's buffer is full. It is used under the connection's wmu.
+type socketWriter struct {
+	rc  syscall.RawConn
+	fn  func(fd uintptr) bool // write, made once
+	b   []byte                // what Write was given
+	n   int                   // bytes of b written
+	err error                 // the socket's error
+}
+
+// Write writes all of b, or fails.
+func (w *socketWriter) Write(b []byte) (int, error) {
+	w.b, w.n, w.err = b, 0, nil
+	err := w.rc.Write(w.fn)
+	n := w.n
+	w.b = nil
+	if err == nil {
+		err = w.err
+	}
+	return n, err
+}
+
+// write is Write's attempt on fd; it returns false to wait until the
+// socket is writable.
+func (w *socketWriter) write(fd uintptr) bool {
+	for w.n < len(w.b) {
+		n, err := sysWrite(fd, w.b[w.n:])
+		switch {
+		case err == nil:
+			w.n += n
+		case wouldBlock(err):
+			return false
+		case err == syscall.EINTR:
+		default:
+			w.err = err
+			return true
+		}
+	}
+	return true
+}
