@@ -9,7 +9,9 @@ import (
 )
 
 // newWriter returns the writer of nc: a *socketWriter for sockets, nc
-// itself otherwise (TLS).
+// itself otherwise (TLS). A socket's descriptor is taken to be
+// non-blocking, as those of the net package's connections are: a write
+// that blocked would hold its P (see sysWrite).
 func newWriter(nc net.Conn) io.Writer {
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
