@@ -115,7 +115,8 @@ func (c *conn) handshake() error {
 		nc = tc
 	}
 	c.peer = &peer.Peer{Addr: c.raw.RemoteAddr(), LocalAddr: c.raw.LocalAddr(), AuthInfo: auth}
-	c.r = newReader(nc)
+	sock := socketOf(nc) // nil under TLS
+	c.r = newReader(nc, sock)
 	c.pr, _ = c.r.(*pooledReader)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.r, preface[:]); err != nil {
@@ -133,7 +134,7 @@ func (c *conn) handshake() error {
 	c.recvWin = 65535
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.w, c.ready = newWriter(nc), true
+	c.w, c.ready = newWriter(nc, sock), true
 	c.wbuf = appendSettings(c.buf(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},

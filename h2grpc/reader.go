@@ -18,17 +18,26 @@ var (
 	bigReadBufs = sync.Pool{New: func() any { b := make([]byte, bigReadBufSize); return &b }}
 )
 
-// newReader returns a buffered reader of nc that holds its buffer only while
-// it has bytes in it: an idle connection, whose reader waits for the socket
-// to become readable, holds none. It returns a *pooledReader for sockets;
-// connections that are not sockets (TLS) get a plain bufio.Reader.
-func newReader(nc net.Conn) io.Reader {
+// socketOf returns the socket under nc, or nil if nc is not a socket (TLS).
+func socketOf(nc net.Conn) syscall.RawConn {
 	if sc, ok := nc.(syscall.Conn); ok {
 		if rc, err := sc.SyscallConn(); err == nil {
-			return &pooledReader{rc: rc}
+			return rc
 		}
 	}
-	return bufio.NewReaderSize(nc, 4<<10)
+	return nil
+}
+
+// newReader returns a buffered reader of nc that holds its buffer only while
+// it has bytes in it: an idle connection, whose reader waits for the socket
+// to become readable, holds none. It returns a *pooledReader if rc, nc's
+// socket (socketOf), is not nil; other connections (TLS) get a plain
+// bufio.Reader.
+func newReader(nc net.Conn, rc syscall.RawConn) io.Reader {
+	if rc == nil {
+		return bufio.NewReaderSize(nc, 4<<10)
+	}
+	return &pooledReader{rc: rc}
 }
 
 // pooledReader reads a socket through a buffer from readBufs, taken when

@@ -112,26 +112,12 @@ func TestReaderStartsBigOverASocket(t *testing.T) {
 	}
 }
 
-// socketPair returns the two ends of a loopback TCP connection: the
-// client's, and the server's raw socket. Both close when the test ends.
+// socketPair returns the two ends of a loopback TCP connection (tcpPair):
+// the client's, and the server's raw socket.
 func socketPair(t *testing.T) (net.Conn, syscall.RawConn) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	client, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { client.Close() })
-	server, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { server.Close() })
-	rc, err := server.(syscall.Conn).SyscallConn()
+	client, server := tcpPair(t)
+	rc, err := server.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,12 +6,16 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"syscall"
 )
 
 // newReader returns a buffered reader of nc. (On Unix, it holds no buffer
 // while the connection is idle, and handles frames inside its reads: see
 // reader.go.)
-func newReader(nc net.Conn) io.Reader { return bufio.NewReaderSize(nc, 4<<10) }
+func newReader(nc net.Conn, _ syscall.RawConn) io.Reader { return bufio.NewReaderSize(nc, 4<<10) }
+
+// socketOf returns nil: sockets are read and written through net.Conn here.
+func socketOf(net.Conn) syscall.RawConn { return nil }
 
 // pooledReader is Unix's (see reader.go); newReader returns none here.
 type pooledReader struct{ frames frameHandler }
@@ -22,4 +26,4 @@ func (p *pooledReader) atBoundary()              {}
 
 // newWriter returns nc. (On Unix, sockets are written without announcing
 // the system call to the scheduler: see writer.go.)
-func newWriter(nc net.Conn) io.Writer { return nc }
+func newWriter(nc net.Conn, _ syscall.RawConn) io.Writer { return nc }

@@ -8,19 +8,17 @@ import (
 	"syscall"
 )
 
-// newWriter returns the writer of nc: a *socketWriter for sockets, nc
-// itself otherwise (TLS). A socket's descriptor is taken to be
-// non-blocking, as those of the net package's connections are: a write
-// that blocked would hold its P (see sysWrite).
-func newWriter(nc net.Conn) io.Writer {
-	if sc, ok := nc.(syscall.Conn); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			w := &socketWriter{rc: rc}
-			w.fn = w.write
-			return w
-		}
+// newWriter returns the writer of nc: a *socketWriter if rc, nc's socket
+// (socketOf), is not nil; nc itself otherwise (TLS). A socket's descriptor
+// is taken to be non-blocking, as those of the net package's connections
+// are: a write that blocked would hold its P (see rawIO).
+func newWriter(nc net.Conn, rc syscall.RawConn) io.Writer {
+	if rc == nil {
+		return nc
 	}
-	return nc
+	w := &socketWriter{rc: rc}
+	w.fn = w.write
+	return w
 }
 
 // socketWriter writes a socket with sysWrite, waiting in the netpoller
@@ -55,7 +53,6 @@ func (w *socketWriter) write(fd uintptr) bool {
 			w.n += n
 		case wouldBlock(err):
 			return false
-		case err == syscall.EINTR:
 		default:
 			w.err = err
 			return true
