@@ -23,11 +23,11 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
-	"gopkg.in/yaml.v3"
 
 	// Every Envoy and xDS message, so that typed_config and other Any
 	// fields of real configurations parse.
 	_ "github.com/xdsd/xdsd/internal/envoytypes"
+	"github.com/xdsd/xdsd/internal/yamlsubset"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -140,19 +140,11 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 		}
 		return []any{v}, nil
 	}
-	var docs []any
-	d := yaml.NewDecoder(bytes.NewReader(data))
-	for {
-		var v any
-		err := d.Decode(&v)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("invalid YAML: %v", err)
-		}
-		docs = append(docs, v)
+	docs, err := yamlsubset.Documents(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %v", err)
 	}
+	return docs, nil
 }
 
 // parseEntry turns one list item into a Resource: a message with "@type",
