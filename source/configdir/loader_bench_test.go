@@ -29,18 +29,29 @@ func loadedDir(b *testing.B, n int) (string, *configdir.Loader) {
 
 // BenchmarkReloadOneOf measures a reload after one file of n (one cluster
 // and its endpoints each) was rewritten, as the watcher does it: the cost
-// an operator pays per endpoint change at scale.
+// an operator pays per endpoint change at scale; and after 100 of 1,000
+// were, in one burst.
 func BenchmarkReloadOneOf(b *testing.B) {
-	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
-			dir, l := loadedDir(b, n)
+	for _, c := range []struct{ files, changed int }{{1000, 1}, {10000, 1}, {1000, 100}} {
+		name := fmt.Sprintf("files=%d", c.files)
+		if c.changed > 1 {
+			name += fmt.Sprintf(",changed=%d", c.changed)
+		}
+		b.Run(name, func(b *testing.B) {
+			dir, l := loadedDir(b, c.files)
+			paths := make([]string, c.changed)
+			for j := range paths {
+				paths[j] = benchFile(7 + j)
+			}
 			b.ResetTimer()
 			for i := range b.N {
 				b.StopTimer()
-				write(b, dir, benchFile(7), benchYAML(7, n+i))
+				for j, p := range paths {
+					write(b, dir, p, benchYAML(7+j, c.files+i))
+				}
 				b.StartTimer()
-				res, err := l.Reload([]string{benchFile(7)})
-				if err != nil || res.Reread != 1 {
+				res, err := l.Reload(paths)
+				if err != nil || res.Reread != c.changed {
 					b.Fatalf("%v, reread %d", err, res.Reread)
 				}
 			}
