@@ -63,7 +63,6 @@ func Decode(data []byte) ([]any, bool) {
 	var docs []any
 	lines := make([]line, 0, bytes.Count(data, nl)+1)
 	started := false // a "---" line was seen: every document must have content
-	n := 0
 	for len(data) > 0 {
 		raw := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -71,7 +70,6 @@ func Decode(data []byte) ([]any, bool) {
 		} else {
 			data = nil
 		}
-		n++
 		indent := 0
 		for indent < len(raw) && raw[indent] == ' ' {
 			indent++
