@@ -11,7 +11,7 @@ import (
 )
 
 // Debounce is how long Watch waits after a file event for more of the same
-// burst before reloading: long enough to gather the events of a writer that
+// burst before reloading (longer in a long burst: see Settle): long enough to gather the events of a writer that
 // renames several files into place at once (microseconds apart; a
 // Kubernetes ConfigMap's swap of its data directory is one burst), short
 // enough not to matter next to pushing the change. MaxDelay bounds the wait
@@ -20,6 +20,15 @@ const (
 	Debounce = time.Millisecond
 	MaxDelay = 100 * time.Millisecond
 )
+
+// Settle bounds how long Watch waits after the last event of a long burst:
+// an eighth of the burst's length so far, when that is more than Debounce.
+// A writer that puts many files in place (100 endpoint files take a
+// generator some 5 to 10 ms) may pause for more than Debounce, descheduled,
+// or the watcher's reading of events may fall behind it; a load in that
+// pause would push its change in two parts, the second a whole fan-out
+// later.
+const Settle = 5 * time.Millisecond
 
 // WriteWait bounds how long Watch leaves a file alone while a writer has
 // it open (on Linux, which reports a writer's close): a file written in
@@ -200,7 +209,7 @@ func (w *watch) notice(nt notice) {
 		}
 		w.full = true
 	}
-	w.schedule(Debounce)
+	w.schedule(w.quiet(time.Now()))
 }
 
 // drain takes in the notices already waiting, without blocking.
@@ -218,9 +227,18 @@ func (w *watch) drain() {
 	}
 }
 
-// schedule arms the load for a change seen now: wait after it (Debounce
-// after the last event of a burst), at most MaxDelay after the burst's
-// first event.
+// quiet returns how long a burst must be quiet after an event seen at now
+// for the load to begin: Debounce, or up to Settle in a long burst.
+func (w *watch) quiet(now time.Time) time.Duration {
+	if w.timer == nil {
+		return Debounce
+	}
+	return min(max(Debounce, now.Sub(w.first)/8), Settle)
+}
+
+// schedule arms the load for a change seen now: wait after it (quiet after
+// the last event of a burst), at most MaxDelay after the burst's first
+// event.
 func (w *watch) schedule(wait time.Duration) {
 	now := time.Now()
 	if w.timer == nil {
