@@ -11,10 +11,11 @@ import (
 )
 
 // Debounce is how long Watch waits after a file event for more of the same
-// burst before reloading (longer in a long burst: see Settle): long enough to gather the events of a writer that
-// renames several files into place at once (microseconds apart; a
-// Kubernetes ConfigMap's swap of its data directory is one burst), short
-// enough not to matter next to pushing the change. MaxDelay bounds the wait
+// burst before reloading (longer in a long burst: see Settle): long enough
+// to gather the events of a writer that renames several files into place
+// at once (microseconds apart; a Kubernetes ConfigMap's swap of its data
+// directory is one burst), short enough not to matter next to pushing the
+// change. MaxDelay bounds the wait
 // under a continuous stream of events.
 const (
 	Debounce = time.Millisecond
