@@ -316,8 +316,14 @@ func trimComment(text []byte) []byte {
 	return text
 }
 
-// indicator reports whether c may not start a plain scalar here ('-'
-// followed by a digit is let through by the callers that allow it).
+// startsPlain reports whether a plain scalar may start at text[i]: not at
+// an indicator, but for a minus sign before a digit.
+func startsPlain(text []byte, i int) bool {
+	return !indicator(text[i]) || text[i] == '-' && i+1 < len(text) && isDigit(text[i+1])
+}
+
+// indicator reports whether c may not start a plain scalar (a key's, or
+// one that startsPlain does not let through).
 func indicator(c byte) bool {
 	switch c {
 	case '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@', '`':
@@ -337,7 +343,7 @@ func inline(text []byte, depth int) (any, bool) {
 			return nil, false
 		}
 		return v, true
-	case indicator(c) && !(c == '-' && len(text) > 1 && isDigit(text[1])):
+	case !startsPlain(text, 0):
 		return nil, false
 	}
 	end := len(text)
@@ -372,7 +378,7 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 		return s, end, ok
 	}
 	start := i
-	if indicator(text[i]) && !(text[i] == '-' && i+1 < len(text) && isDigit(text[i+1])) {
+	if !startsPlain(text, i) {
 		return nil, 0, false
 	}
 	for ; i < len(text); i++ {
