@@ -995,6 +995,13 @@ func FuzzDeltaRequests(f *testing.F) {
 		deltaReq(resource.ClusterType, 0, 0, []string{"c1"}, []string{"c0"}).publish(0, 0).op(fuzzOpKick).
 		deltaReq(resource.EndpointType, 0, 0, []string{"e0"}, nil).deltaReq(resource.ClusterType, 0, 0, []string{"*"}, nil).
 		op(fuzzOpAck, 0)))
+	// A client unsubscribes a cluster while the response carrying it is
+	// in flight, the cluster is deleted, and the client answers the
+	// response with a subscription to every cluster: it may have taken
+	// the cluster in, so it must be removed (D4).
+	f.Add([]byte(fuzzHeader(0, 0x0001, 0).deltaReq(resource.ClusterType, 0, fuzzNodeFlag, []string{"c0"}, nil).
+		deltaReq(resource.ClusterType, 0, 0, nil, []string{"c0"}).publish(0, 0).op(fuzzOpKick).
+		deltaReq(resource.ClusterType, 1, 0, []string{"*"}, nil)))
 	// Before any snapshot, a client says it has a cluster, gives up the
 	// wildcard (and so the cluster) and takes it again: the cluster must
 	// be sent when the snapshot comes.

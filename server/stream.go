@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -332,9 +333,12 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	ts := st.state(t)
 	if nonce := req.GetResponseNonce(); nonce != "" && nonce == ts.nonce {
 		st.recordReply(ts, ts.lastVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
-		if ts.nDropped > 0 && !ts.wildcard {
+		if ts.nDropped > 0 && !ts.wildcard && !slices.Contains(req.GetResourceNamesSubscribe(), wildcardName) {
 			// What it stopped naming while the response was in flight
-			// the client did not take in without a wildcard (leaveScope).
+			// the client did not take in without a wildcard (leaveScope);
+			// with one given in this very request, which the client
+			// sent once it had the response, it may have (subscribe
+			// sends it again, or its removal).
 			ts.own()
 			ts.clearDropped()
 			ts.compact()
