@@ -103,30 +103,38 @@ var rows = []row{
 }
 
 // printTable prints the figures of one mode: a column per server, then the
-// ratios go-control-plane / xdsd (dir).
+// ratios go-control-plane / xdsd (dir). With several passes (-passes), each
+// figure is its median over the server's passes, and the ratios are those
+// of the medians.
 func printTable(w io.Writer, o options, mode string, results []*result) {
-	byServer := map[string]summary{}
+	byServer := map[string][]summary{}
 	var servers []string
 	for _, r := range results {
-		if r.Mode == mode {
-			byServer[r.Server] = summarize(r)
+		if r.Mode != mode {
+			continue
+		}
+		if _, seen := byServer[r.Server]; !seen {
 			servers = append(servers, r.Server)
 		}
+		byServer[r.Server] = append(byServer[r.Server], summarize(r))
 	}
 	if len(servers) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\n%s: %d clients × %d clusters × %d endpoints, %d endpoint set(s) changed per round, %d rounds, %d stream(s) per connection, %s clients\n",
-		mode, o.clients, o.clusters, o.endpoints, o.changes, o.rounds, o.streamsPerConn, o.client)
+	passes := ""
+	if o.passes > 1 {
+		passes = fmt.Sprintf(", median of %d passes", o.passes)
+	}
+	fmt.Fprintf(w, "\n%s: %d clients × %d clusters × %d endpoints, %d endpoint set(s) changed per round, %d rounds, %d stream(s) per connection, %s clients%s\n",
+		mode, o.clients, o.clusters, o.endpoints, o.changes, o.rounds, o.streamsPerConn, o.client, passes)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := []string{"", ""}
 	for _, s := range servers {
 		head = append(head, serverTitles[s])
 	}
-	base, hasBase := byServer[srvXDSDDir]
 	var ratios []string
 	for _, g := range []string{srvGCPSnapshot, srvGCPLinear} {
-		if _, ok := byServer[g]; ok && hasBase {
+		if _, ok := byServer[g]; ok && byServer[srvXDSDDir] != nil {
 			ratios = append(ratios, g)
 			head = append(head, strings.TrimPrefix(g, "gcp-")+" ÷ xdsd")
 		}
@@ -135,42 +143,87 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 	for _, rw := range rows {
 		cells := []string{rw.label}
 		for _, s := range servers {
-			if sm := byServer[s]; sm.ok || rw.value(sm) != 0 {
-				cells = append(cells, rw.unit(rw.value(sm)))
+			if v, ok := figure(byServer[s], rw); ok || v != 0 {
+				cells = append(cells, rw.unit(v))
 			} else {
 				cells = append(cells, "-")
 			}
 		}
+		base, baseOK := figure(byServer[srvXDSDDir], rw)
 		for _, g := range ratios {
-			cells = append(cells, ratio(rw.value(byServer[g]), rw.value(base), byServer[g].ok && base.ok))
+			v, ok := figure(byServer[g], rw)
+			cells = append(cells, ratio(v, base, ok && baseOK))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	cells := []string{"clients updated, all rounds"}
 	for _, s := range servers {
-		sm := byServer[s]
-		cells = append(cells, fmt.Sprintf("%d/%d", sm.updated, sm.expected))
+		updated, expected := 0, 0
+		for _, sm := range byServer[s] {
+			updated += sm.updated
+			expected += sm.expected
+		}
+		cells = append(cells, fmt.Sprintf("%d/%d", updated, expected))
 	}
 	fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	tw.Flush()
-	loads := make([]string, 0, len(servers))
+	loads := make([]string, 0, len(results))
 	for _, r := range results {
 		if r.Mode == mode && r.LoadAvg != "" {
-			loads = append(loads, serverTitles[r.Server]+": "+strings.Join(strings.Fields(r.LoadAvg)[:3], " "))
+			title := serverTitles[r.Server]
+			if o.passes > 1 {
+				title += fmt.Sprintf(" (pass %d)", r.Pass+1)
+			}
+			loads = append(loads, title+": "+strings.Join(strings.Fields(r.LoadAvg)[:3], " "))
 		}
 	}
 	if len(loads) > 0 {
 		fmt.Fprintf(w, "load average (1, 5, 15 min) at the end of each server's run: %s\n", strings.Join(loads, "; "))
 	}
-	for _, s := range servers {
-		sm := byServer[s]
+	for _, r := range results {
+		if r.Mode != mode {
+			continue
+		}
+		sm := summarize(r)
 		if !sm.ok {
-			fmt.Fprintf(w, "%s failed (figures up to the failure): %s\n", serverTitles[s], sm.err)
+			fmt.Fprintf(w, "%s failed (figures up to the failure): %s\n", serverTitles[r.Server], sm.err)
 		}
 		if sm.quietMissing > 0 {
-			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", serverTitles[s], sm.quietMissing)
+			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", serverTitles[r.Server], sm.quietMissing)
 		}
 	}
+}
+
+// figure is row rw's figure for one server: its median over the server's
+// passes that completed (ok), or, if none did, over the figures up to each
+// failure.
+func figure(passes []summary, rw row) (v float64, ok bool) {
+	var vals []float64
+	for _, sm := range passes {
+		if sm.ok {
+			vals = append(vals, rw.value(sm))
+		}
+	}
+	if ok = len(vals) > 0; !ok {
+		for _, sm := range passes {
+			vals = append(vals, rw.value(sm))
+		}
+	}
+	return median(vals), ok
+}
+
+// median returns the median of vals (the mean of the middle two for an
+// even count), or 0 for none. It sorts vals.
+func median(vals []float64) float64 {
+	n := len(vals)
+	if n == 0 {
+		return 0
+	}
+	slices.Sort(vals)
+	if n%2 == 1 {
+		return vals[n/2]
+	}
+	return (vals[n/2-1] + vals[n/2]) / 2
 }
 
 // ratio formats a/b.

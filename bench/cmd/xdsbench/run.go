@@ -54,6 +54,10 @@ type options struct {
 	// warmup runs one unmeasured initial sync before the first measured
 	// server (see warmUp).
 	warmup bool
+	// passes runs the list of servers this many times per mode, each pass
+	// starting one server further along (see passOrder); the table shows
+	// each figure's median over the passes.
+	passes int
 }
 
 // defaultOptions are the flag defaults, sized for 2 cores.
@@ -80,6 +84,7 @@ func defaultOptions() options {
 		quietTimeout:   20 * time.Second,
 		pprofSeconds:   10,
 		warmup:         true,
+		passes:         1,
 	}
 }
 
@@ -130,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.pprofSeconds, "pprof-seconds", o.pprofSeconds, "length of the CPU profile")
 	fs.StringVar(&o.jsonPath, "json", "", "also write the results as JSON to this file")
 	fs.BoolVar(&o.verbose, "v", false, "log progress and every round to stderr")
+	fs.IntVar(&o.passes, "passes", o.passes, "run the servers this many times per mode, each pass starting one server further along the list\n"+
+		"(so that no server is always measured first or last); the table shows each figure's median over the passes")
 	fs.BoolVar(&o.warmup, "warmup", o.warmup, "first run one unmeasured initial sync against the first server (a fresh process of it), so that\n"+
 		"this process's heap and stacks have grown before any measured server: without it the first server pays for that growth\n"+
 		"in its initial sync (0.4 s of 3 s at 1,000 clients × 1,000 clusters)")
@@ -181,8 +188,8 @@ func (o *options) check() error {
 	switch {
 	case len(o.servers) == 0 || len(o.modes) == 0:
 		return errors.New("no server or no mode")
-	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1:
-		return errors.New("-clients, -clusters, -endpoints and -streams-per-conn must be at least 1, -rounds at least 0")
+	case o.clients < 1 || o.clusters < 1 || o.endpoints < 1 || o.rounds < 0 || o.streamsPerConn < 1 || o.passes < 1:
+		return errors.New("-clients, -clusters, -endpoints, -streams-per-conn and -passes must be at least 1, -rounds at least 0")
 	case o.window != 0 && (o.window < 65535 || o.window > 1<<31-1):
 		return errors.New("-window must be 0 or between 65535 and 2147483647")
 	case o.window == 0 && o.client == clientH2:
@@ -291,18 +298,38 @@ func run(ctx context.Context, o options, logf func(string, ...any)) ([]*result, 
 	}
 	var results []*result
 	for _, mode := range o.modes {
-		for _, name := range o.servers {
-			if ctx.Err() != nil {
-				return results, fmt.Errorf("stopped before %s %s: %w", name, mode, context.Cause(ctx))
+		for pass := range o.passes {
+			po := o
+			if pass > 0 {
+				po.pprofDir = "" // profiles come from the first pass
 			}
-			r := runServer(ctx, o, e, name, mode)
-			results = append(results, r)
-			if r.Err != "" {
-				logf("%s %s: %s", name, mode, r.Err)
+			for _, name := range passOrder(o.servers, pass) {
+				if ctx.Err() != nil {
+					return results, fmt.Errorf("stopped before %s %s: %w", name, mode, context.Cause(ctx))
+				}
+				r := runServer(ctx, po, e, name, mode)
+				r.Pass = pass
+				results = append(results, r)
+				if r.Err != "" {
+					logf("%s %s: %s", name, mode, r.Err)
+				}
 			}
 		}
 	}
 	return results, nil
+}
+
+// passOrder is the order of servers in pass number pass: the list rotated
+// left by pass, so that over as many passes as servers each server is
+// measured once in each position. The host's speed drifts over minutes,
+// and a position can carry a bias of its own (the load tool's heap after
+// the run before), so one fixed order would favour some servers.
+func passOrder(servers []string, pass int) []string {
+	if len(servers) == 0 {
+		return nil
+	}
+	k := pass % len(servers)
+	return append(slices.Clone(servers[k:]), servers[:k]...)
 }
 
 // warmUp runs the first server's initial sync in the first mode and
@@ -325,6 +352,7 @@ func warmUp(ctx context.Context, o options, e env, logf func(string, ...any)) er
 // result is what one server did in one mode.
 type result struct {
 	Server, Mode                    string
+	Pass                            int // 0 to -passes - 1
 	Clients, Clusters, Endpoints, K int
 	StreamsPerConn                  int
 	Client                          string

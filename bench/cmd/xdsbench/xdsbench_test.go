@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -42,8 +43,9 @@ func endToEnd(t *testing.T, client string) {
 	// The library on either transport, one per run.
 	o.servers = []string{srvXDSDDir, srvXDSDLib, srvGCPLinear, srvFloor}
 	lib := "xdsd (lib)"
-	if client == clientH2 { // one of the runs sends Envoy's node in every request and writes files in place
+	if client == clientH2 { // one of the runs sends Envoy's node in every request, writes files in place, and runs two passes
 		o.node, o.repeatNode, o.inPlace = nodeEnvoy, true, true
+		o.passes = 2
 		o.servers[1], lib = srvXDSDLibGRPC, "xdsd (lib, grpc-go)"
 	} else { // the other is grpc-go's client as it comes, which probes the bandwidth after responses, and rewrites every file
 		o.window, o.readBuffer = 0, 32<<10
@@ -59,8 +61,15 @@ func endToEnd(t *testing.T, client string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := len(o.servers) * len(o.modes); len(results) != want {
+	if want := len(o.servers) * len(o.modes) * o.passes; len(results) != want {
 		t.Fatalf("%d results, want %d", len(results), want)
+	}
+	for i, r := range results { // mode by mode, pass by pass, each pass's order rotated
+		n := len(o.servers)
+		pass, pos := i/n%o.passes, i%n
+		if want := o.servers[(pos+pass)%n]; r.Server != want || r.Pass != pass || r.Mode != o.modes[i/(n*o.passes)] {
+			t.Errorf("result %d: %s %s pass %d, want %s %s pass %d", i, r.Server, r.Mode, r.Pass, want, o.modes[i/(n*o.passes)], pass)
+		}
 	}
 	for _, r := range results {
 		if r.Err != "" {
@@ -81,7 +90,8 @@ func endToEnd(t *testing.T, client string) {
 	for _, mode := range o.modes {
 		printTable(&out, o, mode, results)
 	}
-	for _, want := range []string{"xdsd (dir)", lib, "gcp-linear", "floor", "linear ÷ xdsd", "20/20"} {
+	updated := fmt.Sprintf("%d/%d", o.clients*o.rounds*o.passes, o.clients*o.rounds*o.passes)
+	for _, want := range []string{"xdsd (dir)", lib, "gcp-linear", "floor", "linear ÷ xdsd", updated} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
