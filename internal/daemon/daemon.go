@@ -311,7 +311,7 @@ func (d *Daemon) apply(res *configdir.Result) {
 		n += len(keys)
 	}
 	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
-		"files_read", res.Reread, "changed", n, "publish", time.Since(start))
+		"files_read", res.Reread, "changed", n, "load", res.Took, "publish", time.Since(start))
 	d.writeFiles()
 }
 

@@ -108,6 +108,9 @@ type Result struct {
 	// Reread is the number of files read by this load (the others had not
 	// changed).
 	Reread int
+	// Took is how long the load took: finding, reading and parsing the
+	// files, and assembling the configuration.
+	Took time.Duration
 }
 
 // NewLoader returns a loader for the directory dir. Nothing is read until
@@ -144,6 +147,7 @@ func IsConfigFile(rel string) bool {
 // *Error listing every problem. Files whose size, modification time and
 // inode are unchanged since the last Load are not read again.
 func (l *Loader) Load() (*Result, error) {
+	start := time.Now()
 	l.last = nil // files change below: only a successful assemble sets it again
 	seen := make(map[string]bool)
 	var stale []*reading
@@ -196,7 +200,7 @@ func (l *Loader) Load() (*Result, error) {
 	}
 	res, err := l.assemble()
 	if res != nil {
-		res.Reread = reread
+		res.Reread, res.Took = reread, time.Since(start)
 	}
 	return res, err
 }
@@ -234,6 +238,7 @@ func (l *Loader) storeAll(rs []*reading) (int, error) {
 // not configuration files are ignored; a path that is now a directory
 // makes it fall back to Load.
 func (l *Loader) Reload(paths []string) (*Result, error) {
+	start := time.Now()
 	last := l.last
 	l.last = nil // files change below: only a successful update or assemble sets it again
 	files := len(l.files)
@@ -284,7 +289,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		res, err = l.assemble()
 	}
 	if res != nil {
-		res.Reread = reread
+		res.Reread, res.Took = reread, time.Since(start)
 	}
 	return res, err
 }

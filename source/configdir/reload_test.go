@@ -51,6 +51,9 @@ func TestReloadMatchesLoad(t *testing.T) {
 		if !slices.Equal(versions(got), versions(want)) || got.Files != want.Files {
 			t.Fatalf("%s: Reload gave %v (%d files), Load %v (%d files)", step, versions(got), got.Files, versions(want), want.Files)
 		}
+		if got.Took <= 0 || want.Took <= 0 {
+			t.Fatalf("%s: Reload took %v, Load %v", step, got.Took, want.Took)
+		}
 	}
 	write(t, dir, "eds/c3.yaml", clusterYAML("c3", 2003))
 	check("contents changed", "eds/c3.yaml")
