@@ -170,11 +170,7 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 	loads := make([]string, 0, len(results))
 	for _, r := range results {
 		if r.Mode == mode && r.LoadAvg != "" {
-			title := serverTitles[r.Server]
-			if o.passes > 1 {
-				title += fmt.Sprintf(" (pass %d)", r.Pass+1)
-			}
-			loads = append(loads, title+": "+strings.Join(strings.Fields(r.LoadAvg)[:3], " "))
+			loads = append(loads, runTitle(o, r)+": "+strings.Join(strings.Fields(r.LoadAvg)[:3], " "))
 		}
 	}
 	if len(loads) > 0 {
@@ -186,12 +182,20 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 		}
 		sm := summarize(r)
 		if !sm.ok {
-			fmt.Fprintf(w, "%s failed (figures up to the failure): %s\n", serverTitles[r.Server], sm.err)
+			fmt.Fprintf(w, "%s failed (figures up to the failure): %s\n", runTitle(o, r), sm.err)
 		}
 		if sm.quietMissing > 0 {
-			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", serverTitles[r.Server], sm.quietMissing)
+			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", runTitle(o, r), sm.quietMissing)
 		}
 	}
+}
+
+// runTitle names the server of r, and its pass when there are several.
+func runTitle(o options, r *result) string {
+	if o.passes > 1 {
+		return fmt.Sprintf("%s (pass %d)", serverTitles[r.Server], r.Pass+1)
+	}
+	return serverTitles[r.Server]
 }
 
 // figure is row rw's figure for one server: its median over the server's

@@ -47,7 +47,7 @@ func TestTableMedianOfPasses(t *testing.T) {
 		"max (median round)     30.0 ms    800.0 ms  26.7×",
 		"server CPU per change    0.020 s    1.300 s  65.0×",
 		"clients updated, all rounds 30/30 30/30",
-		"gcp-linear failed (figures up to the failure): stream failed",
+		"gcp-linear (pass 3) failed (figures up to the failure): stream failed",
 		"xdsd (dir) (pass 2): 0.50 0.40 0.30",
 	} {
 		if !strings.Contains(strings.Join(strings.Fields(table), " "), strings.Join(strings.Fields(want), " ")) {
