@@ -15,8 +15,7 @@ import (
 // to gather the events of a writer that renames several files into place
 // at once (microseconds apart; a Kubernetes ConfigMap's swap of its data
 // directory is one burst), short enough not to matter next to pushing the
-// change. MaxDelay bounds the wait
-// under a continuous stream of events.
+// change. MaxDelay bounds the wait under a continuous stream of events.
 const (
 	Debounce = time.Millisecond
 	MaxDelay = 100 * time.Millisecond
