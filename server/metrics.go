@@ -5,36 +5,17 @@ import (
 	"io"
 	"sort"
 	"sync/atomic"
-	"time"
 
+	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/resource"
 )
-
-// latencyBuckets are the upper bounds, in seconds, of the push latency
-// histogram.
-var latencyBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
 
 // counters are the server's running totals; all fields are atomic.
 type counters struct {
 	responses atomic.Uint64
 	acks      [16]atomic.Uint64 // by type Order
 	nacks     [16]atomic.Uint64
-	latency   histogram
-}
-
-// histogram is a fixed-bucket histogram safe for concurrent use.
-type histogram struct {
-	buckets [16]atomic.Uint64 // one per latencyBuckets entry, plus +Inf
-	count   atomic.Uint64
-	sumNano atomic.Uint64
-}
-
-func (h *histogram) observe(d time.Duration) {
-	s := d.Seconds()
-	i := sort.SearchFloat64s(latencyBuckets, s)
-	h.buckets[i].Add(1)
-	h.count.Add(1)
-	h.sumNano.Add(uint64(d.Nanoseconds()))
+	latency   metrics.Histogram
 }
 
 // WritePrometheus writes the server's metrics in the Prometheus text
@@ -80,18 +61,8 @@ func (s *Server) WritePrometheus(w io.Writer) {
 			fmt.Fprintf(w, "%s{type=%q} %d\n", m.name, t.Short, m.v[t.Order].Load())
 		}
 	}
-	h := &s.metrics.latency
-	fmt.Fprintln(w, "# HELP xdsd_push_latency_seconds Time from a snapshot's publication to each response it causes.")
-	fmt.Fprintln(w, "# TYPE xdsd_push_latency_seconds histogram")
-	var cum uint64
-	for i, le := range latencyBuckets {
-		cum += h.buckets[i].Load()
-		fmt.Fprintf(w, "xdsd_push_latency_seconds_bucket{le=\"%g\"} %d\n", le, cum)
-	}
-	cum += h.buckets[len(latencyBuckets)].Load()
-	fmt.Fprintf(w, "xdsd_push_latency_seconds_bucket{le=\"+Inf\"} %d\n", cum)
-	fmt.Fprintf(w, "xdsd_push_latency_seconds_sum %g\n", float64(h.sumNano.Load())/1e9)
-	fmt.Fprintf(w, "xdsd_push_latency_seconds_count %d\n", h.count.Load())
+	s.metrics.latency.WritePrometheus(w, "xdsd_push_latency_seconds",
+		"Time from a snapshot's publication to each response it causes.")
 }
 
 func sortedKeys(m map[string]int) []string {

@@ -156,7 +156,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if !st.publishedAt.IsZero() {
-		st.srv.metrics.latency.observe(time.Since(st.publishedAt))
+		st.srv.metrics.latency.Observe(time.Since(st.publishedAt))
 	}
 	if st.delta {
 		return st.sendDelta(ts, items, removed, nonce)
