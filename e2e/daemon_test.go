@@ -128,8 +128,8 @@ func TestDaemon_grpc_traffic(t *testing.T) {
 		if st.ID != streamID {
 			t.Errorf("node-1 is on stream %d, want still %d", st.ID, streamID)
 		}
-		if !d.logHas(`msg="configuration loaded"`, "files_read=1 ", " load=") {
-			t.Errorf("no \"configuration loaded\" log line with files_read=1 (only the endpoints file re-read) and the load's time")
+		if !d.logHas(`msg="configuration loaded"`, "files_read=1 ", " waited=", " load=") {
+			t.Errorf("no \"configuration loaded\" log line with files_read=1 (only the endpoints file re-read), the wait and the load's time")
 		}
 	})
 }
@@ -289,6 +289,7 @@ func (d *daemonProc) checkAccepted(ctx context.Context, t *testing.T, edit func(
 // /status, /config_dump and /metrics with a grpc-go client connected.
 func TestDaemon_admin(t *testing.T) {
 	t.Parallel()
+	started := time.Now()
 	addrA, _ := xdstest.StartBackend(t)
 	addrB, _ := xdstest.StartBackend(t)
 	cfg := newConfigDir(t)
@@ -303,8 +304,9 @@ func TestDaemon_admin(t *testing.T) {
 		st := d.waitStatus(ctx, t, "the failed first load", func(s xdsdaemon.StatusReport) bool {
 			return s.Config.ReloadsFailed > 0
 		})
-		if st.Ready || st.Config.ReloadsOK != 0 {
-			t.Errorf("/status: ready %v, reloads_ok %d, want false and 0", st.Ready, st.Config.ReloadsOK)
+		if st.Ready || st.Config.ReloadsOK != 0 || st.Config.LastLoadedAt != nil {
+			t.Errorf("/status: ready %v, reloads_ok %d, last_loaded_at %v; want false, 0 and none",
+				st.Ready, st.Config.ReloadsOK, st.Config.LastLoadedAt)
 		}
 		if !strings.Contains(st.Config.LastError, "route.yaml: ") || !strings.Contains(st.Config.LastError, `route to cluster "nope"`) {
 			t.Errorf("/status: last_error = %q, want it to name route.yaml and the missing cluster", st.Config.LastError)
@@ -326,11 +328,14 @@ func TestDaemon_admin(t *testing.T) {
 	}
 
 	if !t.Run("ready_after_the_fix", func(t *testing.T) {
+		fixedAt := time.Now()
 		cfg.write("route.yaml", routeYAML(svcRoute, svcTarget, svcCluster))
 		d.waitReady(ctx, t)
 		st := d.status(ctx, t)
-		if !st.Ready || st.Config.LastError != "" || st.Config.ReloadsOK == 0 {
-			t.Errorf("/status config after the fix: ready %v %+v, want ready, no error", st.Ready, st.Config)
+		if !st.Ready || st.Config.LastError != "" || st.Config.ReloadsOK == 0 || st.Config.LastLoadedAt == nil ||
+			st.Config.LastLoadedAt.After(time.Now()) || st.Config.LastLoadedAt.Before(fixedAt) {
+			t.Errorf("/status config after the fix (written at %v): ready %v %+v, want ready, no error, loaded since",
+				fixedAt, st.Ready, st.Config)
 		}
 	}) {
 		return
@@ -358,8 +363,12 @@ func TestDaemon_admin(t *testing.T) {
 
 	t.Run("metrics", func(t *testing.T) {
 		// A change pushed to the client is timed from its publication.
+		before := d.status(ctx, t).Config.ReloadsOK
 		cfg.write(endpointsFile, endpointsYAML(svcCluster, addrA, addrB))
 		d.waitSynced(ctx, t, "admin-node", cfg.versions())
+		// The daemon counts a load after publishing it: the client may
+		// have it first.
+		d.waitStatus(ctx, t, "the change counted", func(s xdsdaemon.StatusReport) bool { return s.Config.ReloadsOK > before })
 		code, body := d.get(ctx, t, "/metrics")
 		if code != http.StatusOK {
 			t.Fatalf("/metrics = %d", code)
@@ -376,13 +385,23 @@ func TestDaemon_admin(t *testing.T) {
 			`xdsd_config_reloads_total{result="ok"}`:           func(v float64) bool { return v >= 2 },
 			`xdsd_config_reloads_total{result="failed"}`:       func(v float64) bool { return v >= 1 },
 			`xdsd_config_loaded`:                               func(v float64) bool { return v == 1 },
+			// The fix and this change at least (the first load failed),
+			// each after waiting Debounce for its events to end.
+			`xdsd_config_load_seconds_count`:             func(v float64) bool { return v >= 2 },
+			`xdsd_config_load_seconds_sum`:               func(v float64) bool { return v >= 2*configdir.Debounce.Seconds() },
+			`xdsd_config_load_seconds_bucket{le="+Inf"}`: func(v float64) bool { return v >= 2 },
+			`xdsd_config_publish_seconds_count`:          func(v float64) bool { return v >= 2 },
+			`xdsd_config_last_loaded_timestamp_seconds`: func(v float64) bool {
+				return v >= float64(started.UnixMilli())/1e3-0.001 && v <= float64(time.Now().Unix()+1)
+			},
 		} {
 			v, ok := metricValue(body, series)
 			if !ok || !check(v) {
 				t.Errorf("/metrics %s = %v (present %v)", series, v, ok)
 			}
 		}
-		for _, s := range []string{"# TYPE xdsd_streams gauge", "# TYPE xdsd_push_latency_seconds histogram"} {
+		for _, s := range []string{"# TYPE xdsd_streams gauge", "# TYPE xdsd_push_latency_seconds histogram",
+			"# TYPE xdsd_config_load_seconds histogram", "# TYPE xdsd_config_publish_seconds histogram"} {
 			if !strings.Contains(body, s+"\n") {
 				t.Errorf("/metrics has no line %q", s)
 			}

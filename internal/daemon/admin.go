@@ -49,6 +49,8 @@ type ConfigStatus struct {
 	ReloadsFailed uint64     `json:"reloads_failed"`
 	LastError     string     `json:"last_error,omitempty"`
 	LastErrorAt   *time.Time `json:"last_error_at,omitempty"`
+	// LastLoadedAt is when the configuration served was published.
+	LastLoadedAt *time.Time `json:"last_loaded_at,omitempty"`
 }
 
 // StreamEntry is one stream in /status.
@@ -96,6 +98,10 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 	if d.lastErr != nil {
 		at := d.lastErrAt
 		rep.Config.LastError, rep.Config.LastErrorAt = d.lastErr.Error(), &at
+	}
+	if !d.lastOKAt.IsZero() {
+		at := d.lastOKAt
+		rep.Config.LastLoadedAt = &at
 	}
 	d.mu.Unlock()
 	for _, s := range d.server.Status() {
@@ -150,12 +156,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 // handleMetrics serves Prometheus metrics: the server's, and the daemon's
-// configuration reloads.
+// configuration loads: how many, when the last was published, and how long
+// a change takes from its first file event to being read and parsed
+// (xdsd_config_load_seconds), then to its publication to the streams
+// (xdsd_config_publish_seconds), after which the server's
+// xdsd_push_latency_seconds times each response.
 func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	d.server.WritePrometheus(w)
 	d.mu.Lock()
-	ok, failed := d.reloads.ok, d.reloads.failed
+	ok, failed, okAt := d.reloads.ok, d.reloads.failed, d.lastOKAt
 	d.mu.Unlock()
 	fmt.Fprintln(w, "# HELP xdsd_config_reloads_total Configuration loads, by result.")
 	fmt.Fprintln(w, "# TYPE xdsd_config_reloads_total counter")
@@ -168,4 +178,13 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, "# HELP xdsd_config_loaded Whether a configuration is being served.")
 	fmt.Fprintln(w, "# TYPE xdsd_config_loaded gauge")
 	fmt.Fprintf(w, "xdsd_config_loaded %d\n", loaded)
+	if !okAt.IsZero() {
+		fmt.Fprintln(w, "# HELP xdsd_config_last_loaded_timestamp_seconds When the configuration served was published, in seconds since the Unix epoch.")
+		fmt.Fprintln(w, "# TYPE xdsd_config_last_loaded_timestamp_seconds gauge")
+		fmt.Fprintf(w, "xdsd_config_last_loaded_timestamp_seconds %.3f\n", float64(okAt.UnixMilli())/1e3)
+	}
+	d.loads.WritePrometheus(w, "xdsd_config_load_seconds",
+		"Time from a configuration change's first file event until its files were read and parsed, for each configuration that loaded.")
+	d.publishes.WritePrometheus(w, "xdsd_config_publish_seconds",
+		"Time to publish a configuration that loaded: building the snapshots and handing the changes to the streams.")
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/xdsd/xdsd/fileout"
 	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/heaptrim"
+	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
@@ -90,9 +91,13 @@ type Daemon struct {
 
 	loaded atomic.Bool // a configuration has been published
 
+	// The configuration's loads and publications, timed (see handleMetrics).
+	loads, publishes metrics.Histogram
+
 	mu        sync.Mutex // guards the fields below: written by the config goroutine, read by admin
 	lastErr   error
 	lastErrAt time.Time
+	lastOKAt  time.Time // when the last configuration that loaded was published
 	reloads   reloadCounts
 }
 
@@ -301,17 +306,20 @@ func (d *Daemon) apply(res *configdir.Result) {
 			changes[t] = append(changes[t], keys...)
 		}
 	}
-	d.loaded.Store(true)
+	published := time.Now()
+	d.loads.Observe(res.Waited + res.Took)
+	d.publishes.Observe(published.Sub(start))
 	d.mu.Lock()
 	d.reloads.ok++
-	d.lastErr = nil
+	d.lastErr, d.lastOKAt = nil, published
 	d.mu.Unlock()
+	d.loaded.Store(true) // after the above: /readyz's answer implies /status's
 	n := 0
 	for _, keys := range changes {
 		n += len(keys)
 	}
 	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
-		"files_read", res.Reread, "changed", n, "load", res.Took, "publish", time.Since(start))
+		"files_read", res.Reread, "changed", n, "waited", res.Waited, "load", res.Took, "publish", published.Sub(start))
 	d.writeFiles()
 }
 

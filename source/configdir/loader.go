@@ -111,6 +111,13 @@ type Result struct {
 	// Took is how long the load took: finding, reading and parsing the
 	// files, and assembling the configuration.
 	Took time.Duration
+	// Waited is, for a load by Watch, how long it waited to begin: from
+	// the first file event of the change until the load started, most of
+	// it the quiet that ends a burst of events (Debounce, Settle). A load
+	// put off for a file its writer held open (WriteWait) counts from the
+	// load that put it off. Zero for Watch's first load and for loads
+	// not by Watch.
+	Waited time.Duration
 }
 
 // NewLoader returns a loader for the directory dir. Nothing is read until

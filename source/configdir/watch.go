@@ -332,6 +332,9 @@ func (w *watch) load() time.Duration {
 	if err != nil {
 		w.reject(err)
 	} else {
+		if !w.first.IsZero() {
+			res.Waited = now.Sub(w.first)
+		}
 		w.apply(res)
 	}
 	return due

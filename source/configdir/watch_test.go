@@ -140,6 +140,24 @@ func TestWatch(t *testing.T) {
 	})
 }
 
+// TestWatchWaited: a load after a file event tells how long it waited for
+// its burst to be quiet, at least Debounce; the first load waited for
+// nothing.
+func TestWatchWaited(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if r := w.result(t); r.Waited != 0 || r.Took <= 0 {
+			t.Fatalf("first load: waited %v, took %v; want 0 and more", r.Waited, r.Took)
+		}
+		write(t, dir, "a.yaml", clusterYAML("a", 2))
+		if r := w.result(t); r.Waited < configdir.Debounce || r.Took <= 0 {
+			t.Fatalf("load after a write: waited %v, took %v; want at least %v and more than 0", r.Waited, r.Took, configdir.Debounce)
+		}
+	})
+}
+
 // lockedFailFS is a directory whose files named in fail cannot be opened;
 // fail may change while a watcher reads.
 type lockedFailFS struct {
