@@ -209,6 +209,9 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 	}
 	if !rep.Ready {
 		fmt.Fprintln(w, "\nConfiguration: none loaded yet (xdsd is not ready)")
+	} else if at := rep.Config.LastLoadedAt; at != nil {
+		fmt.Fprintf(w, "\nConfiguration loaded at %s (%d loads, %d rejected)\n",
+			at.Format(time.RFC3339), rep.Config.ReloadsOK, rep.Config.ReloadsFailed)
 	}
 	if rep.Config.LastError != "" {
 		when := ""

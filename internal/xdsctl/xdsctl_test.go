@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -359,8 +360,9 @@ func TestStatus(t *testing.T) {
 		}
 		return out
 	}
-	if out := status(); !strings.Contains(out, "NODE") || !strings.Contains(out, "no streams") {
-		t.Errorf("status with no streams:\n%s", out)
+	if out := status(); !strings.Contains(out, "NODE") || !strings.Contains(out, "no streams") ||
+		!regexp.MustCompile(`\nConfiguration loaded at \d{4}-\d\d-\d\dT\S+ \([1-9]\d* loads, 0 rejected\)\n`).MatchString(out) {
+		t.Errorf("status with no streams, a configuration loaded:\n%s", out)
 	}
 
 	// A connected client: SYNCED.
