@@ -19,7 +19,7 @@ func (d *Daemon) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !d.loaded.Load() {
+		if !d.ready() {
 			http.Error(w, "no configuration loaded yet", http.StatusServiceUnavailable)
 			return
 		}
@@ -92,8 +92,9 @@ func State(ts server.TypeStatus) string {
 }
 
 func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
-	rep := StatusReport{Ready: d.loaded.Load(), Streams: []StreamEntry{}}
+	rep := StatusReport{Streams: []StreamEntry{}}
 	d.mu.Lock()
+	rep.Ready = !d.lastOKAt.IsZero()
 	rep.Config = ConfigStatus{ReloadsOK: d.reloads.ok, ReloadsFailed: d.reloads.failed}
 	if d.lastErr != nil {
 		at := d.lastErrAt
@@ -172,7 +173,7 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"ok\"} %d\n", ok)
 	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"failed\"} %d\n", failed)
 	loaded := 0
-	if d.loaded.Load() {
+	if !okAt.IsZero() {
 		loaded = 1
 	}
 	fmt.Fprintln(w, "# HELP xdsd_config_loaded Whether a configuration is being served.")

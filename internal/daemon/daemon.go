@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"crypto/tls"
@@ -89,15 +88,13 @@ type Daemon struct {
 	server *server.Server
 	writer *fileout.Writer // nil without WriteDir; used by the config goroutine only
 
-	loaded atomic.Bool // a configuration has been published
-
 	// The configuration's loads and publications, timed (see handleMetrics).
 	loads, publishes metrics.Histogram
 
 	mu        sync.Mutex // guards the fields below: written by the config goroutine, read by admin
 	lastErr   error
 	lastErrAt time.Time
-	lastOKAt  time.Time // when the last configuration that loaded was published
+	lastOKAt  time.Time // when the last configuration that loaded was published; zero: none yet (not ready)
 	reloads   reloadCounts
 }
 
@@ -313,7 +310,6 @@ func (d *Daemon) apply(res *configdir.Result) {
 	d.reloads.ok++
 	d.lastErr, d.lastOKAt = nil, published
 	d.mu.Unlock()
-	d.loaded.Store(true) // after the above: /readyz's answer implies /status's
 	n := 0
 	for _, keys := range changes {
 		n += len(keys)
@@ -339,13 +335,21 @@ func (d *Daemon) writeFiles() {
 	}
 }
 
+// ready reports whether a configuration has been published.
+func (d *Daemon) ready() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return !d.lastOKAt.IsZero()
+}
+
 // reject keeps the last good configuration and records why.
 func (d *Daemon) reject(err error) {
 	d.mu.Lock()
 	d.reloads.failed++
 	d.lastErr, d.lastErrAt = err, time.Now()
+	loaded := !d.lastOKAt.IsZero()
 	d.mu.Unlock()
-	if d.loaded.Load() {
+	if loaded {
 		d.log.Error("configuration rejected; still serving the last good one", "error", err)
 	} else {
 		d.log.Error("configuration rejected; none loaded yet, serving nothing", "error", err)
