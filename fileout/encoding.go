@@ -205,26 +205,67 @@ func yamlToJSON(y []byte) ([]byte, error) {
 	if doc.Kind == 0 {
 		return nil, fmt.Errorf("invalid YAML: empty document")
 	}
-	v, err := yamlValue(&doc)
+	c := yamlConverter{budget: aliasExpansion*countNodes(&doc) + aliasSlack}
+	v, err := c.value(&doc)
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(v)
 }
 
-func yamlValue(n *yaml.Node) (any, error) {
+// A document's aliases may make its value at most aliasExpansion times as
+// many nodes as it has, plus aliasSlack: enough for anchors reused as
+// YAML files use them, and a bound on a "billion laughs" document, whose
+// few nodes stand for exponentially many.
+const (
+	aliasExpansion = 16
+	aliasSlack     = 1 << 10
+)
+
+// countNodes returns the number of nodes in n's tree, not following
+// aliases.
+func countNodes(n *yaml.Node) int {
+	count := 1
+	for _, c := range n.Content {
+		count += countNodes(c)
+	}
+	return count
+}
+
+// yamlConverter turns a yaml.Node tree into the values json.Marshal
+// takes, following aliases. yaml.v3 checks aliases only when it decodes
+// into Go values itself, so the converter refuses an alias to a node that
+// contains it (which would never end) and stops once its values would
+// exceed budget nodes.
+type yamlConverter struct {
+	budget    int
+	expanding map[*yaml.Node]bool // the anchored nodes being expanded, through aliases
+}
+
+func (c *yamlConverter) value(n *yaml.Node) (any, error) {
+	if c.budget--; c.budget < 0 {
+		return nil, fmt.Errorf("line %d: document contains excessive aliasing", n.Line)
+	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return nil, nil
 		}
-		return yamlValue(n.Content[0])
+		return c.value(n.Content[0])
 	case yaml.AliasNode:
-		return yamlValue(n.Alias)
+		if c.expanding[n.Alias] {
+			return nil, fmt.Errorf("line %d: alias *%s refers to a node that contains it", n.Line, n.Value)
+		}
+		if c.expanding == nil {
+			c.expanding = make(map[*yaml.Node]bool)
+		}
+		c.expanding[n.Alias] = true
+		defer delete(c.expanding, n.Alias)
+		return c.value(n.Alias)
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
-		for _, c := range n.Content {
-			v, err := yamlValue(c)
+		for _, item := range n.Content {
+			v, err := c.value(item)
 			if err != nil {
 				return nil, err
 			}
@@ -241,7 +282,7 @@ func yamlValue(n *yaml.Node) (any, error) {
 			if _, dup := out[k.Value]; dup {
 				return nil, fmt.Errorf("line %d: duplicate key %q", k.Line, k.Value)
 			}
-			v, err := yamlValue(n.Content[i+1])
+			v, err := c.value(n.Content[i+1])
 			if err != nil {
 				return nil, err
 			}

@@ -2,6 +2,7 @@ package fileout_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -377,5 +379,52 @@ func TestT5_bootstrap_example(t *testing.T) {
 		if got := filepath.Base(w.Path(resource.LookupShort(short))); got != name {
 			t.Errorf("%s file %q, want %q", short, got, name)
 		}
+	}
+}
+
+// TestT5_yaml_aliases: a YAML response file may reuse a node through an
+// anchor and alias; an alias to a node that contains it, or aliases that
+// multiply a small file into millions of nodes, are errors, not a crash
+// or the process's memory.
+func TestT5_yaml_aliases(t *testing.T) {
+	read := func(t *testing.T, doc string) (*discovery.DiscoveryResponse, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "cds.yaml")
+		if err := os.WriteFile(path, []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return fileout.ReadResponse(path)
+	}
+	resp, err := read(t, `version_info: &v "7"
+resources:
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: a
+  connect_timeout: &timeout 5s
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: b
+  connect_timeout: *timeout
+nonce: *v
+`)
+	if err != nil {
+		t.Fatalf("anchors and aliases: %v", err)
+	}
+	if resp.GetVersionInfo() != "7" || resp.GetNonce() != "7" || len(resp.GetResources()) != 2 {
+		t.Errorf("anchors and aliases: got %v", resp)
+	}
+
+	laughs := "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+	for i := 'b'; i <= 'j'; i++ {
+		laughs += fmt.Sprintf("%c: &%c [*%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c, *%c]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	for name, tc := range map[string]struct{ doc, want string }{
+		"an alias inside its own anchor": {"resources: &r [*r]\n", "alias *r refers to a node that contains it"},
+		"an alias inside a map it names": {"version_info: x\nnonce: &n {a: *n}\n", "alias *n refers to a node that contains it"},
+		"a billion laughs":               {laughs, "excessive aliasing"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := read(t, tc.doc); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ReadResponse = %v; want an error with %q", err, tc.want)
+			}
+		})
 	}
 }
