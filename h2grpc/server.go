@@ -219,8 +219,12 @@ func (s *Server) Serve(lis net.Listener) error {
 			if stopped {
 				return nil
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() { // e.g. out of file descriptors
+			// Out of file descriptors (EMFILE, ENFILE) and other passing
+			// failures say so with Temporary, not Timeout: wait, for
+			// connections to close, rather than end Serve and with it the
+			// server every client is on.
+			var temp interface{ Temporary() bool }
+			if errors.As(err, &temp) && temp.Temporary() {
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				s.opts.Logger.Warn("h2grpc: accept failed; retrying", "error", err, "in", backoff)
 				time.Sleep(backoff)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -528,5 +529,46 @@ func TestStopDuringHandshake(t *testing.T) {
 		if d := time.Since(began); d > 5*time.Second {
 			t.Errorf("graceful=%v: stopping took %v: it waited for the handshake timeout", graceful, d)
 		}
+	}
+}
+
+// outOfFiles is a listener whose first fails Accepts fail as accept(2)
+// does when the process has no file descriptor left.
+type outOfFiles struct {
+	net.Listener
+	fails int
+}
+
+func (l *outOfFiles) Accept() (net.Conn, error) {
+	if l.fails > 0 {
+		l.fails--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Addr: l.Addr(), Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// TestAcceptOutOfFiles: a server out of file descriptors waits and
+// accepts again, rather than return from Serve.
+func TestAcceptOutOfFiles(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := h2grpc.NewServer(h2grpc.Options{})
+	testgrpc.RegisterTestServiceServer(s, &service{})
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(&outOfFiles{Listener: lis, fails: 3}) }()
+	client := dial(t, lis.Addr().String())
+	if _, err := client.UnaryCall(ctx(t), &testgrpc.SimpleRequest{}); err != nil {
+		t.Errorf("a call after three accepts out of files: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Serve returned while running: %v", err)
+	default:
+	}
+	s.Stop()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after Stop: %v", err)
 	}
 }
