@@ -3,6 +3,7 @@ package h2grpc
 import (
 	"encoding/base64"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -181,5 +182,8 @@ func decodeTimeout(s string) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	return time.Duration(n) * unit, true // 8 digits of hours still fit
+	if n > uint64(math.MaxInt64/unit) { // from about 2.6 million hours: no deadline to speak of
+		return math.MaxInt64, true
+	}
+	return time.Duration(n) * unit, true
 }
