@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"crypto/tls"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -271,10 +272,22 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 }
 
 // apply publishes a configuration that loaded: the node grouping of its
-// selectors, and a new snapshot for every group in use.
+// selectors, and a new snapshot for every group in use. One that cannot
+// be served to the nodes no selector matches (the loader's checks should
+// have caught why) is rejected, with nothing of it published. A group of
+// nodes that several selectors match, whose documents conflict, keeps its
+// last snapshot, and the error is logged.
 func (d *Daemon) apply(res *configdir.Result) {
 	start := time.Now()
+	common, err := cache.NewSnapshotFrom(d.cache.Snapshot(""), res.GroupResources("")...)
+	if err != nil {
+		d.reject(fmt.Errorf("the configuration cannot be served: %w", err))
+		return
+	}
 	buildFrom := func(group string, last *cache.Snapshot) *cache.Snapshot {
+		if group == "" {
+			return common
+		}
 		snap, err := cache.NewSnapshotFrom(last, res.GroupResources(group)...)
 		if err != nil {
 			d.log.Error("building a node group's snapshot", "group", group, "error", err)

@@ -330,8 +330,8 @@ func (l *Loader) update(last *assembly, before map[string]*fileState) (*Result, 
 	for rel := range before {
 		for _, e := range l.files[rel].entries {
 			i, ok := last.at[key{e.res.Type, e.res.Name}]
-			if !ok {
-				return nil, nil
+			if !ok || len(e.res.Aliases) > 0 || len(res.Resources[i].Aliases) > 0 {
+				return nil, nil // aliases (a virtual host's domains) are checked together: assemble
 			}
 			res.Resources[i] = e.res
 			probs = append(probs, last.refs.problems(e)...)
@@ -504,6 +504,7 @@ func (l *Loader) assemble() (*Result, error) {
 	for _, e := range all {
 		probs = append(probs, refs.problems(e)...)
 	}
+	probs = append(probs, aliasProblems(all)...)
 	l.last = nil
 	if len(probs) > 0 {
 		return nil, &Error{Problems: probs}
