@@ -108,3 +108,14 @@ func (f *FakeNotifier) Stop(errs bool) {
 		close(f.out)
 	}
 }
+
+// LoadNamed is Load as Watch runs it after events that named the files
+// named.
+func LoadNamed(l *Loader, named ...string) (*Result, error) {
+	l.named = make(map[string]bool)
+	for _, n := range named {
+		l.named[n] = true
+	}
+	defer func() { l.named = nil }()
+	return l.Load()
+}

@@ -32,6 +32,10 @@ type Loader struct {
 	// held names the files that writers still have open, as Watch sets
 	// it around a load: Load keeps what they held when last read.
 	held map[string]bool
+	// named names the files that events named since the last load, as
+	// Watch sets it around a load: Load reads them again if their stamps
+	// are racy, as Reload does the paths it is given.
+	named map[string]bool
 	// watched is set by Watch, whose file watcher reports every change:
 	// a file that changed while it was read (its stamp after the read is
 	// not the one before) then keeps what it held, for the change's own
@@ -87,7 +91,18 @@ type fileState struct {
 	sum     [sha256.Size]byte // of the file's bytes
 	entries []entry
 	probs   []Problem
+	// racy: the file was modified so shortly before it was read that a
+	// change after the read may have left its stamp as it was (see
+	// racyWindow). A change named by an event reads it again.
+	racy bool
 }
+
+// racyWindow is how close to its read a file's modification time makes
+// its stamp racy: a file system's timestamps step by a kernel tick (1 to
+// 10 ms on Linux without fine-grained timestamps) or more (2 s on FAT), so
+// a file rewritten in place with as many bytes within the step of the
+// read keeps its stamp. Git calls such index entries racily clean.
+const racyWindow = 2 * time.Second
 
 // stamp tells whether a file may have changed without reading it.
 type stamp struct {
@@ -186,7 +201,7 @@ func (l *Loader) Load() (*Result, error) {
 			return err
 		}
 		seen[rel] = true
-		if r := l.stale(rel, info); r != nil {
+		if r := l.stale(rel, info, l.named[rel]); r != nil {
 			r.checkWriter = l.writerOpen != nil
 			stale = append(stale, r)
 		}
@@ -271,7 +286,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		if info.IsDir() {
 			return l.Load()
 		}
-		if r := l.stale(rel, info); r != nil {
+		if r := l.stale(rel, info, true); r != nil {
 			stale = append(stale, r)
 		}
 	}
@@ -349,6 +364,7 @@ type reading struct {
 	rel   string
 	stamp stamp
 	prev  *fileState // what the file held when last read, if it was
+	at    time.Time  // when the read began
 	// What reading found.
 	sum     [sha256.Size]byte
 	entries []entry
@@ -364,10 +380,11 @@ type reading struct {
 }
 
 // stale returns a reading of the file rel, whose current information is
-// info, or nil if it is unchanged since it was last read.
-func (l *Loader) stale(rel string, info fs.FileInfo) *reading {
+// info, or nil if it is unchanged since it was last read: its stamp is
+// the same, and not racy when an event named the file.
+func (l *Loader) stale(rel string, info fs.FileInfo, named bool) *reading {
 	st := stampOf(info)
-	if f := l.files[rel]; f != nil && f.stamp == st {
+	if f := l.files[rel]; f != nil && f.stamp == st && !(named && f.racy) {
 		return nil
 	}
 	return &reading{rel: rel, stamp: st, prev: l.files[rel]}
@@ -387,6 +404,7 @@ func (l *Loader) readAll(rs []*reading) {
 				return
 			}
 		}
+		r.at = time.Now()
 		data, err := fs.ReadFile(l.fsys, r.rel)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -441,7 +459,8 @@ func (l *Loader) store(r *reading) error {
 	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil
 	}
-	l.files[r.rel] = &fileState{stamp: r.stamp, sum: r.sum, entries: r.entries, probs: r.probs}
+	racy := !r.stamp.mtime.Before(r.at.Add(-racyWindow))
+	l.files[r.rel] = &fileState{stamp: r.stamp, sum: r.sum, entries: r.entries, probs: r.probs, racy: racy}
 	return nil
 }
 

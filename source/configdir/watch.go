@@ -282,9 +282,11 @@ func (w *watch) load() time.Duration {
 		}
 	}
 	paths := make([]string, 0, len(w.changed))
+	named := make(map[string]bool, len(w.changed))
 	for rel := range w.changed {
 		if !held[rel] {
 			paths = append(paths, rel)
+			named[rel] = true
 			delete(w.changed, rel)
 		}
 	}
@@ -309,13 +311,13 @@ func (w *watch) load() time.Duration {
 	}
 	var res *Result
 	var err error
-	w.l.held = held
+	w.l.held, w.l.named = held, named
 	if w.full {
 		res, err = w.l.Load()
 	} else {
 		res, err = w.l.Reload(paths)
 	}
-	w.l.held = nil
+	w.l.held, w.l.named = nil, nil
 	clear(w.closed)
 	for _, wr := range w.l.writers { // files a walk found open for writing: read once closed
 		w.writing[wr.rel], w.changed[wr.rel] = wr.at, true
