@@ -85,6 +85,15 @@ func (l *Loader) sortedPaths() []string {
 	return l.paths
 }
 
+// holdsUnder reports whether the loader holds a file under the directory
+// dir (relative to the root, slash-separated).
+func (l *Loader) holdsUnder(dir string) bool {
+	prefix := dir + "/"
+	paths := l.sortedPaths()
+	i, _ := slices.BinarySearch(paths, prefix)
+	return i < len(paths) && strings.HasPrefix(paths[i], prefix)
+}
+
 // fileState is what a file held when last read.
 type fileState struct {
 	stamp   stamp

@@ -204,8 +204,8 @@ func (w *watch) notice(nt notice) {
 			if err := addTree(w.n, nt.path); err != nil {
 				w.reject(err)
 			}
-		} else if filepath.Ext(rel) != "" {
-			return // some other file
+		} else if filepath.Ext(rel) != "" && !w.l.holdsUnder(filepath.ToSlash(rel)) {
+			return // some other file, not a directory ("example.com") moved away
 		}
 		w.full = true
 	}

@@ -720,3 +720,20 @@ func TestWatchFileChangedWhileRead(t *testing.T) {
 		t.Fatalf("a.yaml emptied while read: %v, want what it held", got)
 	}
 }
+
+// TestWatchDottedDirectoryMovedOut: a directory whose name has a dot
+// ("example.com") moved out of the tree takes its files' resources with
+// it, as any other directory does.
+func TestWatchDottedDirectoryMovedOut(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir, outside := t.TempDir(), t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		write(t, dir, "example.com/b.yaml", clusterYAML("b", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		if err := os.Rename(filepath.Join(dir, "example.com"), filepath.Join(outside, "example.com")); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}))
+	})
+}
