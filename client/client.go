@@ -83,7 +83,7 @@ type Config struct {
 	// (listeners, clusters and scoped routes: for the others an empty
 	// list asks for nothing, and "*" is sent). Some servers, such as
 	// go-control-plane v0.14's SotW snapshot cache, take "*" for a
-	// resource name. Delta is unaffected.
+	// resource name. Delta is unaffected; with REST it is an error.
 	LegacyWildcard bool
 
 	// REST is the base URL of a REST-JSON xDS server, such as

@@ -286,6 +286,7 @@ func TestREST(t *testing.T) {
 			{REST: "http://127.0.0.1:1", ADS: true},
 			{REST: "http://127.0.0.1:1", Delta: true},
 			{REST: "http://127.0.0.1:1", File: "x.yaml"},
+			{REST: "http://127.0.0.1:1", LegacyWildcard: true}, // would never poll a wildcard
 		} {
 			if c, err := client.New(cfg); err == nil {
 				c.Close()

@@ -16,6 +16,11 @@ func (cfg *Config) useSource() error {
 		if cfg.ADS || cfg.Delta {
 			return errors.New("client: REST polling has no ADS and no incremental variant (PROTOCOL T4); set neither Config.ADS nor Config.Delta")
 		}
+		if cfg.LegacyWildcard {
+			// A poll of nothing and one of the legacy wildcard would look
+			// the same: the poller waits for names before it posts.
+			return errors.New(`client: Config.LegacyWildcard is for gRPC streams; REST polling asks for the wildcard as "*"`)
+		}
 		cfg.Server = cfg.REST
 		cfg.Transport = resttransport.Builder{Client: cfg.HTTPClient}
 	case cfg.File != "":
