@@ -59,7 +59,7 @@ type fileBuilder struct{}
 
 var (
 	_ TransportBuilder = fileBuilder{}
-	_ Transport        = fileTransport{}
+	_ Transport        = (*fileTransport)(nil)
 	_ Stream           = (*fileStream)(nil)
 )
 
@@ -68,17 +68,18 @@ func (fileBuilder) Build(path string) (Transport, error) {
 	if !ok {
 		return nil, fmt.Errorf("client: file %s: unknown extension", path)
 	}
-	return fileTransport{path: path, enc: enc}, nil
+	return &fileTransport{path: path, enc: enc}, nil
 }
 
-// fileTransport opens streams on one file. Read-only.
+// fileTransport opens streams on one file.
 type fileTransport struct {
-	path string
-	enc  fileout.Encoding
+	path    string           // read-only
+	enc     fileout.Encoding // read-only
+	streams sync.WaitGroup   // the streams' goroutines (run)
 }
 
 // NewStream watches the file's directory and starts reading the file.
-func (t fileTransport) NewStream(ctx context.Context, method string) (Stream, error) {
+func (t *fileTransport) NewStream(ctx context.Context, method string) (Stream, error) {
 	if strings.Contains(method, "/Delta") {
 		return nil, fmt.Errorf("client: file %s: no incremental variant of a file subscription", t.path)
 	}
@@ -101,12 +102,16 @@ func (t fileTransport) NewStream(ctx context.Context, method string) (Stream, er
 		out:   make(chan recvResult),
 		names: make(map[string][]string),
 	}
-	go s.run()
+	t.streams.Go(s.run)
 	return s, nil
 }
 
-// Close does nothing: each stream closes its own watcher.
-func (fileTransport) Close() error { return nil }
+// Close waits for the streams' goroutines, which end with their contexts
+// and close their own watchers.
+func (t *fileTransport) Close() error {
+	t.streams.Wait()
+	return nil
+}
 
 // fileStream is one file subscription stream. Its goroutine, run, owns
 // the watcher and the file's content; Send tells it of new subscriptions

@@ -83,12 +83,14 @@ func (b Builder) Build(server string) (transport.Transport, error) {
 	return t, nil
 }
 
-// restTransport is a transport.Transport to one REST server. Read-only
-// after Build.
+// restTransport is a transport.Transport to one REST server.
 type restTransport struct {
+	// Read-only after Build.
 	base string
 	hc   *http.Client
 	own  bool // hc is ours: Close closes its idle connections
+
+	pollers sync.WaitGroup // the streams' goroutines (poll)
 }
 
 // NewStream starts the poller of the per-type SotW method's type. It
@@ -105,12 +107,14 @@ func (t *restTransport) NewStream(ctx context.Context, method string) (transport
 		kick: make(chan struct{}, 1),
 		out:  make(chan result),
 	}
-	go s.poll()
+	t.pollers.Go(s.poll)
 	return s, nil
 }
 
-// Close closes the idle connections of the transport's own HTTP client.
+// Close waits for the streams' pollers, which end with their contexts,
+// then closes the idle connections of the transport's own HTTP client.
 func (t *restTransport) Close() error {
+	t.pollers.Wait()
 	if t.own {
 		t.hc.CloseIdleConnections()
 	}
