@@ -36,8 +36,9 @@ var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
 // Locking: wmu serialises writes to the socket and guards the send side:
 // wbuf, the send windows (the connection's and every stream's), maxFrame,
 // werr, the held answer to a bandwidth probe (ack*) and each stream's send
-// state; wcond (on wmu) wakes senders waiting for window. mu guards
-// streams, lastID and goingAway. A goroutine holding mu never takes wmu.
+// state; wcond (on wmu) wakes senders waiting for window. mu guards the
+// fields below it (streams, last, lastID, opening, goingAway, closed). A
+// goroutine holding mu never takes wmu.
 type conn struct {
 	srv  *Server
 	raw  net.Conn      // the accepted connection; closing it ends everything
@@ -74,7 +75,8 @@ type conn struct {
 	streams   map[uint32]*stream
 	last      *stream // the stream stream looked up last, if still open: usually the only one
 	lastID    uint32  // highest stream id the client opened
-	goingAway bool    // GOAWAY sent: no new streams; close when none is left
+	opening   int     // streams onHeaders accepted (up to lastID) and has not yet put in streams
+	goingAway bool    // GOAWAY sent: no new streams; close when none is left or opening
 	closed    bool
 }
 
@@ -455,20 +457,24 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}
 	c.lastID = id
 	refuse := c.goingAway || c.closed || uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	if !refuse {
+		c.opening++ // a GOAWAY from now on names it (lastID) and waits for it
+	}
 	c.mu.Unlock()
 	if refuse {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if malformed(f) {
+		c.opened(nil)
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
 	st, err := c.newStream(f)
 	if err != nil {
-		return c.writeTrailersOnly(id, status.Convert(err))
+		err = c.writeTrailersOnly(id, status.Convert(err))
+		c.opened(nil)
+		return err
 	}
-	c.mu.Lock()
-	c.streams[id] = st
-	c.mu.Unlock()
+	c.opened(st)
 	if f.StreamEnded() {
 		_ = st.onData(nil, 0, true)
 	}
@@ -478,6 +484,22 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		st.run()
 	}()
 	return nil
+}
+
+// opened ends the opening of a stream onHeaders accepted: st is served
+// from now on or, nil, was answered at once. A connection that sent GOAWAY
+// closes once no stream is left or opening.
+func (c *conn) opened(st *stream) {
+	c.mu.Lock()
+	c.opening--
+	if st != nil {
+		c.streams[st.id] = st
+	}
+	closeNow := c.goingAway && len(c.streams) == 0 && c.opening == 0
+	c.mu.Unlock()
+	if closeNow {
+		c.raw.Close()
+	}
 }
 
 // malformed reports whether a request's header block is malformed (RFC
@@ -647,7 +669,7 @@ func (c *conn) goAway() {
 		return
 	}
 	c.goingAway = true
-	last, idle := c.lastID, len(c.streams) == 0
+	last, idle := c.lastID, len(c.streams) == 0 && c.opening == 0
 	c.mu.Unlock()
 	c.wmu.Lock()
 	if c.ready { // else the handshake sends it
@@ -668,7 +690,7 @@ func (c *conn) removeStream(st *stream) {
 	if c.last == st {
 		c.last = nil
 	}
-	closeNow := c.goingAway && len(c.streams) == 0
+	closeNow := c.goingAway && len(c.streams) == 0 && c.opening == 0
 	c.mu.Unlock()
 	if closeNow {
 		c.raw.Close()
