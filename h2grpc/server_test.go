@@ -572,3 +572,52 @@ func TestAcceptOutOfFiles(t *testing.T) {
 		t.Errorf("Serve after Stop: %v", err)
 	}
 }
+
+// sendTooLarge is a TestService whose FullDuplexCall sends a message
+// larger than the server allows from another goroutine while it waits to
+// receive, as xdsd's pushes do.
+type sendTooLarge struct {
+	testgrpc.UnimplementedTestServiceServer
+	recvErr chan error
+}
+
+func (s *sendTooLarge) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServer) error {
+	sent := make(chan error, 1)
+	go func() {
+		sent <- stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: make([]byte, 1024)}})
+	}()
+	_, err := stream.Recv()
+	s.recvErr <- err
+	return <-sent
+}
+
+// TestSendTooLargeEndsTheCall: a message larger than MaxSendMsgSize ends
+// the call with ResourceExhausted, as grpc-go's server does: the client
+// gets the status, and a receive waiting for the client fails.
+func TestSendTooLargeEndsTheCall(t *testing.T) {
+	svc := &sendTooLarge{recvErr: make(chan error, 1)}
+	_, addr := serve(t, h2grpc.Options{MaxSendMsgSize: 100}, svc)
+	// No deadline: one would end the call all the same, later.
+	callCtx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := dial(t, addr).FullDuplexCall(callCtx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	received := make(chan error, 1)
+	go func() {
+		_, err := stream.Recv()
+		received <- err
+	}()
+	select {
+	case err := <-received:
+		if status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("the client's Recv: %v; want ResourceExhausted", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not end within 10s")
+	}
+	if err := <-svc.recvErr; err == nil {
+		t.Error("the handler's Recv succeeded")
+	}
+}

@@ -403,7 +403,12 @@ func (st *stream) SendParts(parts [][]byte) error {
 // send sends one message of size bytes, the concatenation of parts.
 func (st *stream) send(parts [][]byte, size int) error {
 	if max := st.c.srv.opts.MaxSendMsgSize; max > 0 && size > max {
-		return status.Errorf(codes.ResourceExhausted, "h2grpc: trying to send message larger than max (%d vs. %d)", size, max)
+		err := status.Errorf(codes.ResourceExhausted, "h2grpc: trying to send message larger than max (%d vs. %d)", size, max)
+		// As grpc-go does: the call ends with the error's status, and a
+		// receive waiting on another goroutine fails.
+		st.writeStatus(err)
+		st.cancel()
+		return err
 	}
 	var prefix [5]byte
 	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
@@ -549,6 +554,18 @@ func (t transportStream) SetTrailer(md metadata.MD) error {
 // status in trailers (and RST_STREAM if the client is still sending), and
 // forgets the stream.
 func (st *stream) finish(err error) {
+	st.writeStatus(err)
+	st.cancel()
+	st.c.removeStream(st)
+	st.rmu.Lock()
+	st.closed = true
+	st.dropLocked()
+	st.rmu.Unlock()
+}
+
+// writeStatus ends the call with err's status, in trailers, unless it has
+// ended: nothing more is sent on it.
+func (st *stream) writeStatus(err error) {
 	s := status.Convert(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		s = status.FromContextError(err)
@@ -574,12 +591,6 @@ func (st *stream) finish(err error) {
 	}
 	st.done, st.doneErr = true, status.Error(codes.Internal, "h2grpc: the call has ended")
 	c.wmu.Unlock()
-	st.cancel()
-	c.removeStream(st)
-	st.rmu.Lock()
-	st.closed = true
-	st.dropLocked()
-	st.rmu.Unlock()
 }
 
 // reset ends the stream with err without trailers (the client reset it, or
