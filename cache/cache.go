@@ -18,7 +18,9 @@ type GroupFunc func(*corev3.Node) string
 func DefaultGroup(*corev3.Node) string { return "" }
 
 // BuildFunc builds the snapshot of a group that has none yet, when a node
-// of that group first appears. It returns nil if it cannot.
+// of that group first appears. It returns nil if it cannot. It runs with
+// the cache's lock held, so it must not call the cache, and every
+// publication waits for it.
 type BuildFunc func(group string) *Snapshot
 
 // Cache holds one snapshot per node group and the watchers of each group.

@@ -104,8 +104,9 @@ func appendMD(b []byte, md metadata.MD) []byte {
 	return b
 }
 
-// maxStatusMessage bounds grpc-message so that a trailer block always fits
-// in one frame of the smallest size a peer may set (16 KiB).
+// maxStatusMessage bounds grpc-message (before its percent-encoding, which
+// may triple it). A trailer block that does not fit one frame is split
+// into CONTINUATION frames (appendHeaderBlock).
 const maxStatusMessage = 4 << 10
 
 // appendTrailers appends the trailer fields for st and md.

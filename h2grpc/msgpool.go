@@ -25,7 +25,7 @@ type msgPool struct {
 	tiers [maxMsgTier - minMsgTier + 1]sync.Pool
 }
 
-// tier returns the index of the tier whose buffers hold n bytes, or -1.
+// msgTier returns the index of the tier whose buffers hold n bytes, or -1.
 func msgTier(n int) int {
 	t := max(bits.Len(uint(n-1)), minMsgTier)
 	if t > maxMsgTier {

@@ -21,7 +21,7 @@ import (
 // stream is one gRPC call, a grpc.ServerStream for its handler.
 //
 // Locking: rmu guards the receive side (the fields after it down to
-// inline); the connection's wmu guards the send side (sendWin to doneErr).
+// shrink); the connection's wmu guards the send side (sendWin to doneErr).
 // rmu is never held while taking wmu's writes; finish takes rmu under wmu.
 // header and trailer belong to the handler's goroutine.
 type stream struct {

@@ -34,7 +34,7 @@ func (st *stream) ttlOf(r *resource.Resource) time.Duration {
 	return r.TTL
 }
 
-// rearm starts, changes or stops the heartbeat timer after a push.
+// rearmHeartbeat starts, changes or stops the heartbeat timer after a push.
 func (st *stream) rearmHeartbeat() {
 	var shortest time.Duration
 	for _, ts := range st.types.list {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -70,7 +71,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes))
 	if err != nil {
-		http.Error(w, "reading request: "+err.Error(), http.StatusRequestEntityTooLarge)
+		code := http.StatusBadRequest // the client's body broke off, or its connection
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			code = http.StatusRequestEntityTooLarge
+		}
+		http.Error(w, "reading request: "+err.Error(), code)
 		return
 	}
 	var req discovery.DiscoveryRequest

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -574,9 +576,25 @@ func TestRobust(t *testing.T) {
 				t.Errorf("%s: status %d, want %d", c.what, resp.StatusCode, c.want)
 			}
 		}
+		// A body that breaks off (a malformed chunk) is the client's
+		// fault, not one too large.
+		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(conn, "POST /v3/discovery:clusters HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		conn.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a malformed chunk: status %d, want %d", resp.StatusCode, http.StatusBadRequest)
+		}
 		// The REST endpoint still answers a good request, and gRPC
 		// clients were not disturbed.
-		resp, err := http.Post(hs.URL+"/v3/discovery:clusters", "application/json", strings.NewReader(`{"node":{"id":"rest"}}`))
+		resp, err = http.Post(hs.URL+"/v3/discovery:clusters", "application/json", strings.NewReader(`{"node":{"id":"rest"}}`))
 		if err != nil {
 			t.Fatal(err)
 		}

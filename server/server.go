@@ -4,9 +4,10 @@
 //
 // An idle stream has one goroutine, its gRPC handler, blocked receiving;
 // it handles each request under the stream's lock. A publication or a
-// timer starts a goroutine of the stream's for as long as it takes to push.
-// Publishing a snapshot never blocks on a stream: a client that stops
-// reading delays nobody else. Streams that hold every resource of a type at
+// timer wakes the stream, and a worker of a shared pool pushes for it.
+// Publishing a snapshot never blocks on a stream, and a client that stops
+// reading holds up only the worker pushing to it: when every worker has
+// been busy for workStall without finishing, one more starts. Streams that hold every resource of a type at
 // its current version share one record of it. Each type has at most one un-ACKed response in flight per
 // stream; newer states coalesce while it waits. A NACKed version is recorded
 // (see Server.Status) and not sent again.
