@@ -97,7 +97,7 @@ func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 			ng := c.builtGroupLocked(next)
 			ng.watchers[w] = struct{}{}
 			w.group = next
-			w.notifyAll(ng.snap)
+			w.notifyAllLocked(ng.snap)
 		}
 	}
 	for name, g := range c.groups {
@@ -126,7 +126,7 @@ func (c *Cache) builtGroupLocked(name string) *group {
 		g.snap = c.build(name)
 		if g.snap != nil {
 			for w := range g.watchers {
-				w.notifyAll(g.snap) // they were waiting for a first snapshot
+				w.notifyAllLocked(g.snap) // they were waiting for a first snapshot
 			}
 		}
 	}
@@ -147,7 +147,7 @@ func (c *Cache) SetSnapshot(groupName string, s *Snapshot) Changes {
 	}
 	now := time.Now()
 	for w := range g.watchers {
-		w.notify(s, ch, now)
+		w.notifyLocked(s, ch, now)
 	}
 	return ch
 }

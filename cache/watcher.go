@@ -71,9 +71,9 @@ func (w *Watcher) HasNews() bool { return w.news.Load() }
 // Close unregisters the watcher.
 func (w *Watcher) Close() { w.cache.unwatch(w) }
 
-// notifyAll records a move to another group's snapshot: every type is to
+// notifyAllLocked records a move to another group's snapshot: every type is to
 // be re-evaluated. Called with the cache lock held.
-func (w *Watcher) notifyAll(s *Snapshot) {
+func (w *Watcher) notifyAllLocked(s *Snapshot) {
 	w.mu.Lock()
 	w.snap = s
 	w.pending = Pending{All: true}
@@ -82,10 +82,10 @@ func (w *Watcher) notifyAll(s *Snapshot) {
 	w.wake()
 }
 
-// notify records a new snapshot and its changes, which it shares rather
+// notifyLocked records a new snapshot and its changes, which it shares rather
 // than copies: the cost per watcher of a publication is one append. Called
 // with the cache lock held, it must not block.
-func (w *Watcher) notify(s *Snapshot, ch Changes, at time.Time) {
+func (w *Watcher) notifyLocked(s *Snapshot, ch Changes, at time.Time) {
 	w.mu.Lock()
 	w.snap = s
 	if w.at.IsZero() {

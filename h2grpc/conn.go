@@ -61,14 +61,14 @@ type conn struct {
 
 	wmu       sync.Mutex
 	wcond     sync.Cond
-	wbuf      []byte  // frames not yet written: see buf
+	wbuf      []byte  // frames not yet written: see bufLocked
 	wbufp     *[]byte // wbuf's handle in writeBufs
 	sendWin   int64   // the connection's send window
 	initWin   int64   // the client's SETTINGS_INITIAL_WINDOW_SIZE
 	maxFrame  int     // the client's SETTINGS_MAX_FRAME_SIZE
 	werr      error   // set once a write fails or the connection closes
 	ready     bool    // the handshake is done: frames may be written
-	ackHeld   bool    // a bandwidth probe's PING waits to be answered: see holdProbeAck
+	ackHeld   bool    // a bandwidth probe's PING waits to be answered: see holdProbeAckLocked
 	ackSweeps uint64  // the sweeps of held answers begun before it was held
 
 	mu        sync.Mutex
@@ -137,17 +137,17 @@ func (c *conn) handshake() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.w, c.ready = newWriter(nc, sock), true
-	c.wbuf = appendSettings(c.buf(),
+	c.wbuf = appendSettings(c.bufLocked(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize})
 	if inc := o.InitialConnWindowSize - 65535; inc > 0 {
-		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(inc))
+		c.wbuf = appendWindowUpdate(c.bufLocked(), 0, uint32(inc))
 		c.recvWin += inc
 	}
 	c.mu.Lock()
 	if c.goingAway { // GracefulStop came during the handshake
-		c.wbuf = appendGoAway(c.buf(), 0, http2.ErrCodeNo, "server shutting down")
+		c.wbuf = appendGoAway(c.bufLocked(), 0, http2.ErrCodeNo, "server shutting down")
 	}
 	c.mu.Unlock()
 	return c.flushLocked()
@@ -249,15 +249,15 @@ func (c *conn) handle(f http2.Frame) error {
 
 // onPing answers a PING with its 8 bytes of data, unless it is an answer
 // itself, and applies the ping policy. A bandwidth probe's answer may wait
-// for the next frames written (holdProbeAck).
+// for the next frames written (holdProbeAckLocked).
 func (c *conn) onPing(ack bool, data []byte) error {
 	if ack {
 		return nil
 	}
 	var err error
 	c.wmu.Lock()
-	if !c.holdProbeAck(data) {
-		c.wbuf = appendPingAck(c.buf(), data)
+	if !c.holdProbeAckLocked(data) {
+		c.wbuf = appendPingAck(c.bufLocked(), data)
 		err = c.flushLocked()
 	}
 	c.wmu.Unlock()
@@ -295,7 +295,7 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		return err
 	}
 	c.wcond.Broadcast()
-	c.wbuf = appendFrameHeader(c.buf(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	c.wbuf = appendFrameHeader(c.bufLocked(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	return c.flushLocked()
 }
 
@@ -565,7 +565,7 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 	if st != nil && !st.done {
 		st.done, st.doneErr = true, err
 	}
-	c.wbuf = appendRSTStream(c.buf(), id, code)
+	c.wbuf = appendRSTStream(c.bufLocked(), id, code)
 	_ = c.flushLocked()
 	if st != nil {
 		st.cancel() // so that a handler whose send fails finds its context ended
@@ -596,10 +596,10 @@ func (c *conn) writeWindowUpdates(connInc int32, st *stream, inc int32) error {
 		return nil
 	}
 	if connInc > 0 {
-		c.wbuf = appendWindowUpdate(c.buf(), 0, uint32(connInc))
+		c.wbuf = appendWindowUpdate(c.bufLocked(), 0, uint32(connInc))
 	}
 	if inc > 0 {
-		c.wbuf = appendWindowUpdate(c.buf(), st.id, uint32(inc))
+		c.wbuf = appendWindowUpdate(c.bufLocked(), st.id, uint32(inc))
 	}
 	return c.flushLocked()
 }
@@ -610,9 +610,9 @@ func (c *conn) writeTrailersOnly(id uint32, st *status.Status) error {
 	block := appendTrailers(append([]byte(nil), responseHeaders...), st, nil)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.wbuf = appendFrameHeader(c.buf(), len(block), http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, id)
-	c.wbuf = append(c.buf(), block...)
-	c.wbuf = appendRSTStream(c.buf(), id, http2.ErrCodeNo)
+	c.wbuf = appendFrameHeader(c.bufLocked(), len(block), http2.FrameHeaders, http2.FlagHeadersEndHeaders|http2.FlagHeadersEndStream, id)
+	c.wbuf = append(c.bufLocked(), block...)
+	c.wbuf = appendRSTStream(c.bufLocked(), id, http2.ErrCodeNo)
 	c.sentSincePing.Store(true)
 	return c.flushLocked()
 }
@@ -624,9 +624,9 @@ var writeBufs = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return 
 // maxPooledWrite bounds the buffers kept in writeBufs.
 const maxPooledWrite = 64 << 10
 
-// buf returns wbuf, taking a buffer from writeBufs if it has none. Call it
+// bufLocked returns wbuf, taking a buffer from writeBufs if it has none. Call it
 // with wmu held.
-func (c *conn) buf() []byte {
+func (c *conn) bufLocked() []byte {
 	if c.wbufp == nil {
 		c.wbufp = writeBufs.Get().(*[]byte)
 		c.wbuf = (*c.wbufp)[:0]
@@ -642,7 +642,7 @@ func (c *conn) flushLocked() error {
 		err = errConnClosed
 	}
 	if err == nil && c.ackHeld {
-		c.wbuf = appendPingAck(c.buf(), bdpProbe[:]) // after the frames: see holdProbeAck
+		c.wbuf = appendPingAck(c.bufLocked(), bdpProbe[:]) // after the frames: see holdProbeAckLocked
 		c.ackHeld = false
 	}
 	if err == nil && len(c.wbuf) > 0 {
@@ -673,7 +673,7 @@ func (c *conn) goAway() {
 	c.mu.Unlock()
 	c.wmu.Lock()
 	if c.ready { // else the handshake sends it
-		c.wbuf = appendGoAway(c.buf(), last, http2.ErrCodeNo, "server shutting down")
+		c.wbuf = appendGoAway(c.bufLocked(), last, http2.ErrCodeNo, "server shutting down")
 		_ = c.flushLocked()
 	}
 	c.wmu.Unlock()
@@ -705,12 +705,12 @@ func (c *conn) shutdown(err error) {
 	switch {
 	case errors.As(err, &ge):
 		c.wmu.Lock()
-		c.wbuf = appendGoAway(c.buf(), c.lastStreamID(), ge.code, ge.debug)
+		c.wbuf = appendGoAway(c.bufLocked(), c.lastStreamID(), ge.code, ge.debug)
 		_ = c.flushLocked()
 		c.wmu.Unlock()
 	case errors.As(err, &ce):
 		c.wmu.Lock()
-		c.wbuf = appendGoAway(c.buf(), c.lastStreamID(), http2.ErrCode(ce), "")
+		c.wbuf = appendGoAway(c.bufLocked(), c.lastStreamID(), http2.ErrCode(ce), "")
 		_ = c.flushLocked()
 		c.wmu.Unlock()
 	}

@@ -20,7 +20,7 @@ var bdpProbe = [8]byte{2, 4, 16, 16, 9, 14, 7, 7}
 // with; it waits less than about twice as long (see sweepProbes).
 const probeAckMax = 10 * time.Second
 
-// holdProbeAck keeps the answer to a PING that is grpc-go's bandwidth probe
+// holdProbeAckLocked keeps the answer to a PING that is grpc-go's bandwidth probe
 // (data) for the connection's next write, after its frames, or until the
 // server's sweep finds that it waited long enough (sweepProbes), and
 // reports whether it did. It holds one answer at a time. Call it with wmu
@@ -42,7 +42,7 @@ const probeAckMax = 10 * time.Second
 // probes of a long run of data, answered with its next frames, bring the
 // round trip back down (in grpc-go, four or five probes). Any other PING
 // is answered at once, and takes a held answer with it.
-func (c *conn) holdProbeAck(data []byte) bool {
+func (c *conn) holdProbeAckLocked(data []byte) bool {
 	if [8]byte(data) != bdpProbe || c.ackHeld || c.werr != nil || !c.ready {
 		return false
 	}

@@ -190,7 +190,7 @@ func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 	st.unacked += n
 	queued, failed := len(st.queue), st.rerr != nil
 	if st.rerr == nil && !st.closed {
-		st.assemble(data)
+		st.assembleLocked(data)
 	}
 	if end {
 		st.halfClosed = true
@@ -207,9 +207,9 @@ func (st *stream) take(data []byte, n int32, end bool) (int32, error) {
 	return credit, nil
 }
 
-// assemble cuts data into gRPC messages and passes each complete one
+// assembleLocked cuts data into gRPC messages and passes each complete one
 // inline or queues it (see InlineReceiver). Call it with rmu held.
-func (st *stream) assemble(data []byte) {
+func (st *stream) assembleLocked(data []byte) {
 	pool := &msgBufs
 	tried := false // the message being read was offered inline and to shrink whole, and refused
 	for len(data) > 0 {
@@ -420,7 +420,7 @@ func (st *stream) send(parts [][]byte, size int) error {
 	}
 	total := len(prefix) + size
 	need := frameHeaderLen + len(responseHeaders) + total + frameHeaderLen*(total/c.maxFrame+1)
-	c.wbuf = slices.Grow(c.buf(), min(need, maxPooledWrite))
+	c.wbuf = slices.Grow(c.bufLocked(), min(need, maxPooledWrite))
 	if !st.headersSent {
 		st.appendHeadersLocked()
 	}
@@ -444,9 +444,9 @@ func (st *stream) send(parts [][]byte, size int) error {
 			if err := c.flushLocked(); err != nil {
 				return err
 			}
-			c.wbuf = slices.Grow(c.buf(), min(frameHeaderLen*(left/c.maxFrame+1)+left, maxPooledWrite))
+			c.wbuf = slices.Grow(c.bufLocked(), min(frameHeaderLen*(left/c.maxFrame+1)+left, maxPooledWrite))
 		}
-		c.wbuf = appendFrameHeader(c.buf(), n, http2.FrameData, 0, st.id)
+		c.wbuf = appendFrameHeader(c.bufLocked(), n, http2.FrameData, 0, st.id)
 		for k := n; k > 0; {
 			if len(cur) == 0 {
 				cur = parts[next]
@@ -480,7 +480,7 @@ func (st *stream) appendHeadersLocked() {
 	if len(st.header) > 0 {
 		block = appendMD(slices.Clone(responseHeaders), st.header)
 	}
-	st.c.wbuf = appendHeaderBlock(st.c.buf(), st.id, block, false, st.c.maxFrame)
+	st.c.wbuf = appendHeaderBlock(st.c.bufLocked(), st.id, block, false, st.c.maxFrame)
 	st.headersSent = true
 	st.c.sentSincePing.Store(true)
 }
@@ -579,7 +579,7 @@ func (st *stream) writeStatus(err error) {
 		} else {
 			block = appendTrailers(slices.Clone(responseHeaders), s, metadata.Join(st.header, st.trailer))
 		}
-		c.wbuf = appendHeaderBlock(c.buf(), st.id, block, true, c.maxFrame)
+		c.wbuf = appendHeaderBlock(c.bufLocked(), st.id, block, true, c.maxFrame)
 		c.sentSincePing.Store(true)
 		st.rmu.Lock()
 		half := st.halfClosed

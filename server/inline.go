@@ -167,12 +167,12 @@ func sotwAckHead(raw []byte) (version, node, rest []byte, ok bool) {
 	return version, node, b, version != nil
 }
 
-// nodeDecodes reports whether node, a node repeated by a later request,
+// nodeDecodesLocked reports whether node, a node repeated by a later request,
 // decodes, as the handler would decode it, without its extensions (it fails
 // the stream otherwise, though it ignores the node). The last node that
 // decoded is remembered (seenNode), so a client that repeats its node costs
 // a comparison per ACK. Call it with st.mu held.
-func (st *stream) nodeDecodes(node []byte) bool {
+func (st *stream) nodeDecodesLocked(node []byte) bool {
 	if st.repeated.same(node) {
 		return true
 	}
@@ -211,7 +211,7 @@ func (st *stream) ackInline(node []byte, acks func(*typeState) bool) bool {
 	if st.failed != nil || st.closed || st.watcher == nil {
 		return false // not started: the first request sets the node
 	}
-	if node != nil && !st.nodeDecodes(node) {
+	if node != nil && !st.nodeDecodesLocked(node) {
 		return false
 	}
 	for _, ts := range st.types.list {

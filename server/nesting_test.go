@@ -37,8 +37,8 @@ func TestNodeNestingLimit(t *testing.T) {
 		}
 		_, _, tagLen := protowire.ConsumeTag(delta)
 		node, _ := protowire.ConsumeBytes(delta[tagLen:])
-		if ok := (&stream{}).nodeDecodes(node); ok != (ref == nil) {
-			t.Errorf("repeated in an ACK, depth %d: proto.Unmarshal: %v; nodeDecodes: %v", depth, ref, ok)
+		if ok := (&stream{}).nodeDecodesLocked(node); ok != (ref == nil) {
+			t.Errorf("repeated in an ACK, depth %d: proto.Unmarshal: %v; nodeDecodesLocked: %v", depth, ref, ok)
 		}
 	}
 	if accepted == 0 || refused == 0 {

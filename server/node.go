@@ -178,7 +178,7 @@ type requestNode struct {
 // it is, but for its extensions, the node the stream keeps, it must decode
 // without its extensions (the extensions are skipped, not checked), and
 // it is kept in raw and msg. (ACKs taken inline, most of the requests
-// that repeat a node, are checked by nodeDecodes instead, which compares
+// that repeat a node, are checked by nodeDecodesLocked instead, which compares
 // the whole node with the last one that decoded without walking its ~300
 // extensions.)
 func (r *requestNode) take(node []byte) error {

@@ -63,7 +63,7 @@ type stream struct {
 	// yet ACKed: an ACK taken inline then wakes the stream.
 	held   bool
 	closed bool // close has run
-	// repeated is the last repeated node that decoded (see nodeDecodes).
+	// repeated is the last repeated node that decoded (see nodeDecodesLocked).
 	repeated seenNode
 }
 

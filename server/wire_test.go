@@ -153,7 +153,7 @@ func FuzzRawRequest(f *testing.F) {
 
 // FuzzNodeSkipped holds the other decoders that skip the node's
 // extensions to the same reference as FuzzRawRequest: an incremental
-// request through Codec, and a node repeated in an ACK (nodeDecodes).
+// request through Codec, and a node repeated in an ACK (nodeDecodesLocked).
 func FuzzNodeSkipped(f *testing.F) {
 	node, _ := proto.Marshal(&corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "e1", Category: "c"}}})
 	f.Add(node)
@@ -190,12 +190,12 @@ func FuzzNodeSkipped(f *testing.F) {
 		// twice: the second time, from what it remembered of data if that
 		// decoded.
 		st := &stream{}
-		if !st.nodeDecodes(node) {
+		if !st.nodeDecodesLocked(node) {
 			t.Fatal("the seed's node does not decode")
 		}
 		for range 2 {
-			if ok := st.nodeDecodes(data); ok != (wantErr == nil) {
-				t.Fatalf("nodeDecodes = %v, reference error %v", ok, wantErr)
+			if ok := st.nodeDecodesLocked(data); ok != (wantErr == nil) {
+				t.Fatalf("nodeDecodesLocked = %v, reference error %v", ok, wantErr)
 			}
 		}
 	})
@@ -228,7 +228,7 @@ func TestSubscribedNamesShared(t *testing.T) {
 // TestNodeExtensionsSkipped checks that requests are decoded without their
 // node's extensions, whatever those hold, and otherwise as proto.Unmarshal
 // decodes them: SotW by the scanner, incremental by the codec, and a node
-// repeated in an ACK by nodeDecodes.
+// repeated in an ACK by nodeDecodesLocked.
 func TestNodeExtensionsSkipped(t *testing.T) {
 	node := &corev3.Node{Id: "n", Cluster: "c", ClientFeatures: []string{"f"},
 		Extensions: []*corev3.Extension{{Name: "e1", Category: "c", TypeUrls: []string{"t"}}, {Name: "e2"}}}
@@ -269,8 +269,8 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 			t.Errorf("a plain DeltaDiscoveryRequest: %v, %v", err, &other)
 		}
 		st := &stream{}
-		if !st.nodeDecodes(nb) {
-			t.Errorf("nodeDecodes(%x) = false", nb)
+		if !st.nodeDecodesLocked(nb) {
+			t.Errorf("nodeDecodesLocked(%x) = false", nb)
 		}
 	}
 	if got := withoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, sotwReqNodeField); len(got) != 3 {

@@ -151,6 +151,9 @@ type reloader struct {
 	interval                        time.Duration
 	now                             func() time.Time
 
+	// mu guards the fields below. current holds it while it looks at the
+	// files and, when they changed, reloads them: handshakes at that
+	// moment wait for the one reload rather than each do their own.
 	mu        sync.Mutex
 	cur       material
 	loaded    stamps // versions cur was loaded from

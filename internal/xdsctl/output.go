@@ -85,7 +85,7 @@ func (e event) fields() ([]field, error) {
 // printer writes events to w in one format: YAML documents separated by
 // "---", or one JSON object per line. It is safe for concurrent use.
 type printer struct {
-	mu     sync.Mutex
+	mu     sync.Mutex // guards the fields below, and writes to w
 	w      io.Writer
 	format string
 	n      int // events printed

@@ -500,7 +500,7 @@ type tap struct {
 	delta   bool
 	changed chan struct{} // capacity 1: poked on the first response
 
-	mu    sync.Mutex
+	mu    sync.Mutex // guards seen and count
 	seen  bool
 	count int // resources with a body in the first response
 }

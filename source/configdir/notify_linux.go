@@ -92,11 +92,11 @@ func (n *inotify) moved(nt notice) {
 	if !ok || d.there() {
 		return // added again where it is now
 	}
-	n.drop(nt.watch)
+	n.dropLocked(nt.watch)
 	below := strings.TrimSuffix(d.path, string(filepath.Separator)) + string(filepath.Separator)
 	for wd, sub := range n.dirs {
 		if strings.HasPrefix(sub.path, below) && !sub.there() {
-			n.drop(wd)
+			n.dropLocked(wd)
 		}
 	}
 }
@@ -107,8 +107,8 @@ func (d watchedDir) there() bool {
 	return unix.Stat(d.path, &st) == nil && st.Ino == d.ino
 }
 
-// drop stops watching wd. n.mu must be held.
-func (n *inotify) drop(wd int32) {
+// dropLocked stops watching wd. n.mu must be held.
+func (n *inotify) dropLocked(wd int32) {
 	delete(n.dirs, wd)
 	_, _ = unix.InotifyRmWatch(n.fd, uint32(wd)) // fails only if already gone
 }
