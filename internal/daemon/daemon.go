@@ -355,8 +355,13 @@ func (d *Daemon) ready() bool {
 	return !d.lastOKAt.IsZero()
 }
 
-// reject keeps the last good configuration and records why.
+// reject keeps the last good configuration and records why. A failure of
+// the file watcher rejected nothing: it is logged, not counted.
 func (d *Daemon) reject(err error) {
+	if _, ok := errors.AsType[*configdir.WatcherError](err); ok {
+		d.log.Error("file watcher failed; the configuration served is unchanged", "error", err)
+		return
+	}
 	d.mu.Lock()
 	d.reloads.failed++
 	d.lastErr, d.lastErrAt = err, time.Now()

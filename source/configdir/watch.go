@@ -48,10 +48,11 @@ var writeWait = WriteWait
 // Watch reloads the loader's directory dir whenever a file in it (or in
 // its subdirectories) changes, and calls apply with each configuration that
 // loads or reject with each error, until ctx is done. It loads once at the
-// start. apply and reject run on Watch's goroutine. A load that fails to
-// read the directory (not one that finds problems in its files), or an
-// error from the file watcher (events lost), makes the next load, on the
-// next event, walk the whole directory: a file that stays unreadable then
+// start. apply and reject run on Watch's goroutine; a failure of the file
+// watcher itself comes to reject as a *WatcherError, which rejects no
+// configuration. A load that fails to read the directory (not one that
+// finds problems in its files), or an error from the file watcher (events
+// lost), makes the next load, on the next event, walk the whole directory: a file that stays unreadable then
 // fails every load until it is mended. A directory that is not there (at
 // the start, or later) is looked for every RootRetry, and loaded and
 // watched once it is.
@@ -111,15 +112,26 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			// Events may have been lost (the kernel's queue overflowed):
 			// watch any directory created meanwhile and walk the directory
 			// for whatever changed.
-			reject(err)
+			reject(&WatcherError{err})
 			if err := addTree(n, rootPath(dir)); err != nil {
-				reject(err)
+				reject(&WatcherError{err})
 			}
 			w.full = true
 			w.schedule(Debounce)
 		}
 	}
 }
+
+// WatcherError is a failure of Watch's file watcher: events were lost
+// (Watch then walks the directory), or a directory could not be watched
+// (the system's limit of inotify watches, say), so changes in it go
+// unseen until a walk. It rejects no configuration: the one served stays.
+type WatcherError struct{ Err error }
+
+func (e *WatcherError) Error() string { return "watching the configuration directory: " + e.Err.Error() }
+
+// Unwrap returns the watcher's error.
+func (e *WatcherError) Unwrap() error { return e.Err }
 
 // watch is Watch's state between events. Only Watch's goroutine uses it,
 // but for writerOpen, which the Loader's readers call during a load, while
@@ -202,7 +214,7 @@ func (w *watch) notice(nt notice) {
 		// a directory is not followed, as Load does not follow it.
 		if info, err := os.Lstat(nt.path); err == nil && info.IsDir() {
 			if err := addTree(w.n, nt.path); err != nil {
-				w.reject(err)
+				w.reject(&WatcherError{err})
 			}
 		} else if filepath.Ext(rel) != "" && !w.l.holdsUnder(filepath.ToSlash(rel)) {
 			return // some other file, not a directory ("example.com") moved away

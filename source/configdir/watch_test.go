@@ -570,6 +570,8 @@ func TestWatchAfterLostEvents(t *testing.T) {
 	fake.Fail(errors.New("events lost"))
 	if _, err := w.next(t); err == nil || !strings.Contains(err.Error(), "events lost") {
 		t.Fatalf("lost events: %v, want them reported", err)
+	} else if _, ok := errors.AsType[*configdir.WatcherError](err); !ok {
+		t.Fatalf("lost events reported as %T, want a *configdir.WatcherError: no configuration was rejected", err)
 	}
 	w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "sub/b.yaml": clusterYAML("b", 1)}))
 	if !slices.Contains(fake.Watched(), filepath.Join(dir, "sub")) {
