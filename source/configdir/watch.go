@@ -128,7 +128,10 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 // unseen until a walk. It rejects no configuration: the one served stays.
 type WatcherError struct{ Err error }
 
-func (e *WatcherError) Error() string { return "watching the configuration directory: " + e.Err.Error() }
+// Error says that the watcher failed, and why.
+func (e *WatcherError) Error() string {
+	return "watching the configuration directory: " + e.Err.Error()
+}
 
 // Unwrap returns the watcher's error.
 func (e *WatcherError) Unwrap() error { return e.Err }
