@@ -24,7 +24,7 @@ func ProbesHeld(s *Server) int {
 }
 
 // SweepProbes runs a sweep of s's held probe answers now.
-func SweepProbes(s *Server) { s.sweepProbes() }
+func SweepProbes(s *Server) { s.sweep() }
 
 // ProbeSweepArmed reports whether a sweep of s's held probe answers is armed.
 func ProbeSweepArmed(s *Server) bool { return s.probes.armed.Load() }

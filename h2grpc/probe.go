@@ -62,6 +62,9 @@ type probeAnswers struct {
 	wait   time.Duration // probeAckMax, unless a test sets it before Serve
 	armed  atomic.Bool   // the timer will run a sweep
 	sweeps atomic.Uint64 // sweeps started
+	// due counts the sweep armed until it has run, or its timer was
+	// stopped: stopProbeSweeps waits for it.
+	due sync.WaitGroup
 
 	mu      sync.Mutex
 	timer   *time.Timer // runs sweepProbes; nil until the first answer is held
@@ -80,6 +83,7 @@ func (s *Server) armProbeSweep() {
 		return
 	}
 	p.armed.Store(true)
+	p.due.Add(1)
 	if p.timer == nil {
 		p.timer = time.AfterFunc(p.wait, s.sweepProbes)
 	} else {
@@ -97,6 +101,12 @@ func (s *Server) armProbeSweep() {
 // answer is written, so that if the write waits for such a client, the
 // next sweep goes on past it.
 func (s *Server) sweepProbes() {
+	defer s.probes.due.Done()
+	s.sweep()
+}
+
+// sweep is sweepProbes's work.
+func (s *Server) sweep() {
 	s.probes.armed.Store(false)
 	sweep := s.probes.sweeps.Add(1)
 	for _, c := range s.openConns() {
@@ -115,13 +125,14 @@ func (s *Server) sweepProbes() {
 }
 
 // stopProbeSweeps arms no more sweeps, once the server's connections have
-// ended; a sweep under way ends by itself (its writes fail at once).
+// ended, and waits for a sweep under way (its writes fail at once).
 func (s *Server) stopProbeSweeps() {
 	p := &s.probes
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.stopped = true
-	if p.timer != nil {
-		p.timer.Stop()
+	if p.timer != nil && p.timer.Stop() {
+		p.due.Done() // the armed sweep will not run
 	}
+	p.mu.Unlock()
+	p.due.Wait()
 }
