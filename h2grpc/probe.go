@@ -57,18 +57,18 @@ func (c *conn) holdProbeAckLocked(data []byte) bool {
 // rather than a timer per connection, and no list of the connections that
 // hold one, which every hold would have to lock.
 //
-// Locking: mu guards timer and stopped.
+// Locking: mu guards timer, stopped and sweeping; swept (on mu) wakes
+// stopProbeSweeps when sweeping falls to 0.
 type probeAnswers struct {
 	wait   time.Duration // probeAckMax, unless a test sets it before Serve
 	armed  atomic.Bool   // the timer will run a sweep
 	sweeps atomic.Uint64 // sweeps started
-	// due counts the sweep armed until it has run, or its timer was
-	// stopped: stopProbeSweeps waits for it.
-	due sync.WaitGroup
 
-	mu      sync.Mutex
-	timer   *time.Timer // runs sweepProbes; nil until the first answer is held
-	stopped bool        // the server has stopped: the timer is not armed again
+	mu       sync.Mutex
+	swept    sync.Cond
+	timer    *time.Timer // runs sweepProbes; nil until the first answer is held
+	stopped  bool        // the server has stopped: the timer is not armed again, nor sweeps begun
+	sweeping int         // sweeps the timer began that have not ended
 }
 
 // armProbeSweep arms the sweep, unless it is armed.
@@ -83,7 +83,6 @@ func (s *Server) armProbeSweep() {
 		return
 	}
 	p.armed.Store(true)
-	p.due.Add(1)
 	if p.timer == nil {
 		p.timer = time.AfterFunc(p.wait, s.sweepProbes)
 	} else {
@@ -101,7 +100,21 @@ func (s *Server) armProbeSweep() {
 // answer is written, so that if the write waits for such a client, the
 // next sweep goes on past it.
 func (s *Server) sweepProbes() {
-	defer s.probes.due.Done()
+	p := &s.probes
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.sweeping++
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		if p.sweeping--; p.sweeping == 0 && p.swept.L != nil {
+			p.swept.Broadcast()
+		}
+		p.mu.Unlock()
+	}()
 	s.sweep()
 }
 
@@ -129,10 +142,13 @@ func (s *Server) sweep() {
 func (s *Server) stopProbeSweeps() {
 	p := &s.probes
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	p.stopped = true
-	if p.timer != nil && p.timer.Stop() {
-		p.due.Done() // the armed sweep will not run
+	if p.timer != nil {
+		p.timer.Stop()
 	}
-	p.mu.Unlock()
-	p.due.Wait()
+	p.swept.L = &p.mu
+	for p.sweeping > 0 {
+		p.swept.Wait()
+	}
 }
