@@ -5,9 +5,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
@@ -249,6 +252,48 @@ func TestADSOrder(t *testing.T) {
 		if !slices.Equal(c.log[:len(want)], want) {
 			t.Fatalf("order = %q, want %q", c.log, want)
 		}
+	})
+
+	t.Run("O2_updated_cluster_gets_its_endpoints_again", func(t *testing.T) {
+		// An updated cluster warms again and needs its endpoints, changed
+		// or not (seed 003: clusters are warmed when updated); Envoy asks
+		// with names it already asked for, or, incremental, not at all.
+		updated := resource.MustNew(&clusterv3.Cluster{
+			Name:                 "c1",
+			ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_EDS},
+			EdsClusterConfig:     rawxds.Cluster("c1").Message.(*clusterv3.Cluster).GetEdsClusterConfig(),
+			ConnectTimeout:       durationpb.New(7 * time.Second),
+		})
+		t.Run("sotw", func(t *testing.T) {
+			e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+			c := newEnvoySotW(t, e)
+			for range 3 { // cds c1,c2, eds c1,c2, lds (none)
+				c.step()
+			}
+			c.log = nil
+			publish(e, updated, rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+			for range 2 {
+				c.step()
+			}
+			if want := []string{"cds c1,c2", "eds c1"}; !slices.Equal(c.log, want) {
+				t.Fatalf("after c1's update: %q, want %q", c.log, want)
+			}
+		})
+		t.Run("delta", func(t *testing.T) {
+			e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+			c := newEnvoyDelta(t, e)
+			for range 3 { // cds +c1,c2, eds +c1,c2, lds (none)
+				c.step()
+			}
+			c.log = nil
+			publish(e, updated, rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+			for range 2 {
+				c.step()
+			}
+			if want := []string{"cds +c1", "eds +c1"}; !slices.Equal(c.log, want) {
+				t.Fatalf("after c1's update: %q, want %q", c.log, want)
+			}
+		})
 	})
 
 	t.Run("O2_O3_listener_waits_for_endpoints_of_new_cluster", func(t *testing.T) {

@@ -77,6 +77,17 @@ func (st *stream) push() error {
 		// Removals ride along when nothing else is waiting to go first.
 		merge := st.only != nil || len(s.w.removals) == 0 ||
 			(upserts == 1 && removals == 1 && !st.warm.holdsRemovals(st) && !st.warm.waitsFor(st, s.w.upserts))
+		if s.ts.t == cdsType && st.only == nil && st.rewarm(s.ts, s.w.upserts) {
+			// The endpoints to send again go right after the clusters.
+			for j := i + 1; j < len(slots); j++ {
+				if e := &slots[j]; e.ts.t == edsType {
+					had := len(e.w.upserts) > 0 || st.needsFirst(e.ts)
+					if e.w = e.ts.evaluate(st.snap); !had && len(e.w.upserts) > 0 {
+						upserts++
+					}
+				}
+			}
+		}
 		if err := st.send(s.ts, s.w, merge); err != nil {
 			return err
 		}

@@ -131,3 +131,45 @@ func (g *warmGate) clear() {
 	}
 	g.deadline = time.Time{}
 }
+
+// rewarm marks for sending again the endpoints of the clusters in sent
+// that the client has an earlier version of, and whose endpoints it holds
+// at their current version (else they go anyway). An updated cluster
+// warms again, and its warming ends only with its ClusterLoadAssignment
+// (PROTOCOL O2; seed 003: "Clusters are warmed when adding/removing/
+// updating clusters"). Envoy asks again with a list of endpoint names that
+// has not changed (SotW) or does not ask at all (incremental): unanswered,
+// the updated cluster would wait out initial_fetch_timeout. Call it before
+// the clusters are sent, with the stream's lock held; it reports whether
+// it marked any.
+func (st *stream) rewarm(clusters *typeState, sent []item) bool {
+	eds := st.types.get(edsType)
+	if eds == nil || !eds.active {
+		return false
+	}
+	marked := false
+	for _, it := range sent {
+		if it.res == nil || it.res.DependsOnType != edsType {
+			continue
+		}
+		before, ok := clusters.heldAt(it.key)
+		if !ok || before == nil {
+			continue // a new cluster: the warm gate waits for its endpoints
+		}
+		if before.Version == it.res.Version {
+			continue // sent again unchanged (a resend): Envoy keeps it as it is
+		}
+		for _, name := range it.res.DependsOn {
+			cur := st.snap.Get(edsType, name)
+			if held, ok := eds.heldAt(name); !ok || cur == nil || held == nil || held.Version != cur.Version {
+				continue
+			}
+			if i := eds.index(name); i >= 0 {
+				eds.setResend(eds.mutable(i))
+				marked = true
+			}
+		}
+	}
+	return marked
+}
+
