@@ -42,6 +42,16 @@ type envoySotW struct {
 	askedLDS bool
 }
 
+// envoyModel is envoySotW or envoyDelta: step takes in one response and
+// answers as Envoy would; entries is the log of what it took in.
+type envoyModel interface {
+	step()
+	entries() *[]string
+}
+
+func (c *envoySotW) entries() *[]string  { return &c.log }
+func (c *envoyDelta) entries() *[]string { return &c.log }
+
 func newEnvoySotW(t *testing.T, e *rawxds.Env) *envoySotW {
 	c := &envoySotW{t: t, s: e.ADS(t), last: map[string]*discovery.DiscoveryResponse{}, names: map[string][]string{}}
 	c.s.Send(req(cds))
@@ -264,36 +274,29 @@ func TestADSOrder(t *testing.T) {
 			EdsClusterConfig:     rawxds.Cluster("c1").Message.(*clusterv3.Cluster).GetEdsClusterConfig(),
 			ConnectTimeout:       durationpb.New(7 * time.Second),
 		})
-		t.Run("sotw", func(t *testing.T) {
-			e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
-			c := newEnvoySotW(t, e)
-			for range 3 { // cds c1,c2, eds c1,c2, lds (none)
-				c.step()
-			}
-			c.log = nil
-			publish(e, updated, rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
-			for range 2 {
-				c.step()
-			}
-			if want := []string{"cds c1,c2", "eds c1"}; !slices.Equal(c.log, want) {
-				t.Fatalf("after c1's update: %q, want %q", c.log, want)
-			}
-		})
-		t.Run("delta", func(t *testing.T) {
-			e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
-			c := newEnvoyDelta(t, e)
-			for range 3 { // cds +c1,c2, eds +c1,c2, lds (none)
-				c.step()
-			}
-			c.log = nil
-			publish(e, updated, rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
-			for range 2 {
-				c.step()
-			}
-			if want := []string{"cds +c1", "eds +c1"}; !slices.Equal(c.log, want) {
-				t.Fatalf("after c1's update: %q, want %q", c.log, want)
-			}
-		})
+		for name, tc := range map[string]struct {
+			open func(*testing.T, *rawxds.Env) envoyModel
+			want []string
+		}{
+			"sotw":  {func(t *testing.T, e *rawxds.Env) envoyModel { return newEnvoySotW(t, e) }, []string{"cds c1,c2", "eds c1"}},
+			"delta": {func(t *testing.T, e *rawxds.Env) envoyModel { return newEnvoyDelta(t, e) }, []string{"cds +c1", "eds +c1"}},
+		} {
+			t.Run(name, func(t *testing.T) {
+				e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+				c := tc.open(t, e)
+				for range 3 { // clusters, endpoints, listeners (none)
+					c.step()
+				}
+				*c.entries() = nil
+				publish(e, updated, rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+				for range len(tc.want) {
+					c.step()
+				}
+				if got := *c.entries(); !slices.Equal(got, tc.want) {
+					t.Fatalf("after c1's update: %q, want %q", got, tc.want)
+				}
+			})
+		}
 	})
 
 	t.Run("O2_O3_listener_waits_for_endpoints_of_new_cluster", func(t *testing.T) {

@@ -172,4 +172,3 @@ func (st *stream) rewarm(clusters *typeState, sent []item) bool {
 	}
 	return marked
 }
-
