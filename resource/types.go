@@ -36,8 +36,10 @@ type Type struct {
 	URL string
 	// Short is the conventional short name: "lds", "cds", ...
 	Short string
-	// FullState is true for Listener and Cluster: every SotW response
-	// carries every resource the subscription covers (PROTOCOL S9).
+	// FullState is true for Listener and Cluster (PROTOCOL S9) and for
+	// ScopedRouteConfiguration (Envoy drops every scope a SotW response
+	// leaves out): every SotW response carries every resource the
+	// subscription covers.
 	FullState bool
 	// Wildcard is true for the types whose empty subscription means "*"
 	// until a name is first sent (PROTOCOL S8, D3): Listener, Cluster and,
@@ -84,7 +86,7 @@ var types = []*Type{
 	{URL: RouteType, Short: "rds", Order: 5, RemovalOrder: 2,
 		newMessage: func() proto.Message { return new(routev3.RouteConfiguration) },
 		name:       func(m proto.Message) string { return m.(*routev3.RouteConfiguration).GetName() }},
-	{URL: ScopedRouteType, Short: "srds", Wildcard: true, Order: 6, RemovalOrder: 1,
+	{URL: ScopedRouteType, Short: "srds", FullState: true, Wildcard: true, Order: 6, RemovalOrder: 1,
 		newMessage: func() proto.Message { return new(routev3.ScopedRouteConfiguration) },
 		name:       func(m proto.Message) string { return m.(*routev3.ScopedRouteConfiguration).GetName() }},
 	{URL: VirtualHostType, Short: "vhds", Order: 7, RemovalOrder: 3,

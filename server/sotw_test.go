@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/status"
 
@@ -258,6 +259,35 @@ func TestSotW(t *testing.T) {
 		if len(r.Resources)+len(rl.Resources) != 0 {
 			t.Fatalf("deleting everything sent %v and %v", rawxds.Names(r), rawxds.Names(rl))
 		}
+	})
+
+	// Scoped routes are full state too, beyond the list's S9: Envoy's SotW
+	// SRDS drops every scope a response leaves out, and waits for the first
+	// response, empty or not, before its listener warms.
+	t.Run("S9_full_state_for_scoped_routes", func(t *testing.T) {
+		scope := func(name, rc string) *resource.Resource {
+			return resource.MustNew(&routev3.ScopedRouteConfiguration{Name: name, RouteConfigurationName: rc,
+				Key: &routev3.ScopedRouteConfiguration_Key{Fragments: []*routev3.ScopedRouteConfiguration_Key_Fragment{{
+					Type: &routev3.ScopedRouteConfiguration_Key_Fragment_StringKey{StringKey: name}}}}})
+		}
+		srds := resource.ScopedRouteType
+		e := start(t)
+		s := e.ADS(t)
+		s.Send(req(srds))
+		r := s.Recv()
+		wantNames(t, r) // none: said at once
+		s.Send(ack(r))
+		publish(e, scope("s1", "r1"), scope("s2", "r2"))
+		r = s.Recv()
+		wantNames(t, r, "s1", "s2")
+		s.Send(ack(r))
+		publish(e, scope("s1", "r1b"), scope("s2", "r2"))
+		r = s.Recv()
+		wantNames(t, r, "s1", "s2") // unchanged s2 is still there
+		s.Send(ack(r))
+		publish(e, scope("s1", "r1b"))
+		r = s.Recv()
+		wantNames(t, r, "s1") // s2 is deleted
 	})
 
 	// A cluster the client stopped asking for by leaving the wildcard is
