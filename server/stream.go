@@ -19,8 +19,14 @@ import (
 )
 
 // clientFeatureResourceInSotw is the client feature that lets SotW
-// responses carry Resource wrappers (PROTOCOL L3).
+// responses carry Resource wrappers (PROTOCOL L3), as the list and Envoy's
+// xDS protocol page spell it.
 const clientFeatureResourceInSotw = "xds.config.supports-resource-in-sotw"
+
+// clientFeatureResourceInSotwShort is the same feature as gRPC's clients
+// (Go, Java, C-core) send it, and Envoy's list of client features spells
+// it.
+const clientFeatureResourceInSotwShort = "xds.config.resource-in-sotw"
 
 // stream is one xDS stream. Two goroutines work on it: the handler, which
 // receives requests, and the waker's, which runs when a new snapshot
@@ -254,7 +260,7 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 	}
 	st.node, st.nodeID = node, msg.GetId()
 	for _, f := range msg.GetClientFeatures() {
-		if f == clientFeatureResourceInSotw {
+		if f == clientFeatureResourceInSotw || f == clientFeatureResourceInSotwShort {
 			st.wrapTTL = true
 		}
 	}

@@ -96,11 +96,19 @@ func TestTTL(t *testing.T) {
 		}
 		plain.Send(ack(r, "a"))
 
+		// gRPC's clients spell the feature without "supports-".
+		short := e.ADS(t)
+		short.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"},
+			Node: &corev3.Node{Id: "g", ClientFeatures: []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"}}})
+		var w discovery.Resource
+		if r := short.Recv(); r.Resources[0].TypeUrl != wrapperType || r.Resources[0].UnmarshalTo(&w) != nil || w.Resource == nil {
+			t.Fatalf("client with the feature as gRPC spells it got %v", r.Resources[0])
+		}
+
 		wrapped := e.ADS(t)
 		wrapped.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"},
 			Node: &corev3.Node{Id: "w", ClientFeatures: []string{"xds.config.supports-resource-in-sotw", "xds.config.supports-resource-ttl"}}})
 		r = wrapped.Recv()
-		var w discovery.Resource
 		if r.Resources[0].TypeUrl != wrapperType || r.Resources[0].UnmarshalTo(&w) != nil || w.Resource == nil || w.GetTtl().AsDuration() != 200*time.Millisecond {
 			t.Fatalf("client with the feature got %v", r.Resources[0])
 		}
