@@ -465,8 +465,9 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if malformed(f) {
+		c.resetStream(id, http2.ErrCodeProtocol) // before opened, which may close a draining connection
 		c.opened(nil)
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
+		return nil
 	}
 	st, err := c.newStream(f)
 	if err != nil {

@@ -586,6 +586,7 @@ func (s *sendTooLarge) FullDuplexCall(stream testgrpc.TestService_FullDuplexCall
 	go func() {
 		sent <- stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: make([]byte, 1024)}})
 	}()
+	stream.SetTrailer(metadata.Pairs("set", "while-sending")) // the failed send writes the trailers
 	_, err := stream.Recv()
 	s.recvErr <- err
 	return <-sent

@@ -23,7 +23,8 @@ import (
 // Locking: rmu guards the receive side (the fields after it down to
 // shrink); the connection's wmu guards the send side (sendWin to doneErr).
 // rmu is never held while taking wmu's writes; finish takes rmu under wmu.
-// header and trailer belong to the handler's goroutine.
+// wmu also guards header and trailer, which the handler sets and a send on
+// any goroutine may write.
 type stream struct {
 	c      *conn
 	id     uint32
@@ -536,7 +537,11 @@ func (st *stream) SendHeader(md metadata.MD) error {
 }
 
 // SetTrailer adds md to the trailers sent when the handler returns.
-func (st *stream) SetTrailer(md metadata.MD) { st.trailer = metadata.Join(st.trailer, md) }
+func (st *stream) SetTrailer(md metadata.MD) {
+	st.c.wmu.Lock() // a send on another goroutine may write the status (writeStatus)
+	defer st.c.wmu.Unlock()
+	st.trailer = metadata.Join(st.trailer, md)
+}
 
 // transportStream is the grpc.ServerTransportStream of a stream, for
 // grpc.SetHeader, grpc.SendHeader, grpc.SetTrailer and grpc.Method.

@@ -28,6 +28,9 @@ const clientFeatureResourceInSotw = "xds.config.supports-resource-in-sotw"
 // it.
 const clientFeatureResourceInSotwShort = "xds.config.resource-in-sotw"
 
+// clientFeatureResourceTTL is the client feature of TTLs and heartbeats.
+const clientFeatureResourceTTL = "xds.config.supports-resource-ttl"
+
 // stream is one xDS stream. Two goroutines work on it: the handler, which
 // receives requests, and the waker's, which runs when a new snapshot
 // arrives or a timer fires. Both do so holding mu, which guards every
@@ -259,11 +262,21 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 		return
 	}
 	st.node, st.nodeID = node, msg.GetId()
+	short, ttl := false, false
 	for _, f := range msg.GetClientFeatures() {
-		if f == clientFeatureResourceInSotw || f == clientFeatureResourceInSotwShort {
+		switch f {
+		case clientFeatureResourceInSotw:
 			st.wrapTTL = true
+		case clientFeatureResourceInSotwShort:
+			short = true
+		case clientFeatureResourceTTL:
+			ttl = true
 		}
 	}
+	// gRPC's clients send the short spelling and unwrap wrappers, but take
+	// a heartbeat (a wrapper without a resource) for a malformed resource:
+	// TTLs go to them only with the TTL feature as well.
+	st.wrapTTL = st.wrapTTL || (short && ttl)
 	st.log = nil // made again with the node
 	st.status.setNode(node)
 	st.watcher = st.srv.cache.WatchEncoded(node, st.waker.wake)

@@ -96,13 +96,21 @@ func TestTTL(t *testing.T) {
 		}
 		plain.Send(ack(r, "a"))
 
-		// gRPC's clients spell the feature without "supports-".
+		// gRPC's clients spell the feature without "supports-", and take
+		// a heartbeat for a malformed resource: no TTL for them unless
+		// they also say they support TTLs.
+		grpcClient := e.ADS(t)
+		grpcClient.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"},
+			Node: &corev3.Node{Id: "g", ClientFeatures: []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"}}})
+		if r := grpcClient.Recv(); r.Resources[0].TypeUrl != eds {
+			t.Fatalf("gRPC's client (no TTL feature) got %s", r.Resources[0].TypeUrl)
+		}
 		short := e.ADS(t)
 		short.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"a"},
-			Node: &corev3.Node{Id: "g", ClientFeatures: []string{"envoy.lb.does_not_support_overprovisioning", "xds.config.resource-in-sotw"}}})
+			Node: &corev3.Node{Id: "s", ClientFeatures: []string{"xds.config.resource-in-sotw", "xds.config.supports-resource-ttl"}}})
 		var w discovery.Resource
 		if r := short.Recv(); r.Resources[0].TypeUrl != wrapperType || r.Resources[0].UnmarshalTo(&w) != nil || w.Resource == nil {
-			t.Fatalf("client with the feature as gRPC spells it got %v", r.Resources[0])
+			t.Fatalf("client with the short spelling and TTLs got %v", r.Resources[0])
 		}
 
 		wrapped := e.ADS(t)

@@ -47,7 +47,7 @@ func TestRacyStamp(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "a.yaml")
-			mtime := time.Now().Truncate(time.Second)
+			mtime := time.Now()
 			rewrite(t, path, 1001, mtime)
 			l := configdir.NewLoader(dir)
 			res, err := l.Load()
