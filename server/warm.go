@@ -132,9 +132,8 @@ func (g *warmGate) clear() {
 	g.deadline = time.Time{}
 }
 
-// rewarm marks for sending again the endpoints of the clusters in sent
-// that the client has an earlier version of, and whose endpoints it holds
-// at their current version (else they go anyway). An updated cluster
+// rewarm marks for sending again the endpoints the client holds of the
+// clusters in sent that it has an earlier version of. An updated cluster
 // warms again, and its warming ends only with its ClusterLoadAssignment
 // (PROTOCOL O2; seed 003: "Clusters are warmed when adding/removing/
 // updating clusters"). Envoy asks again with a list of endpoint names that
@@ -160,12 +159,8 @@ func (st *stream) rewarm(clusters *typeState, sent []item) bool {
 			continue // sent again unchanged (a resend): Envoy keeps it as it is
 		}
 		for _, name := range it.res.DependsOn {
-			cur := st.snap.Get(edsType, name)
-			if held, ok := eds.heldAt(name); !ok || cur == nil || held == nil || held.Version != cur.Version {
-				continue
-			}
-			if i := eds.index(name); i >= 0 {
-				eds.setResend(eds.mutable(i))
+			if i := eds.index(name); i >= 0 && eds.keys[i].flags&fHas != 0 {
+				eds.setResend(eds.mutable(i)) // changed or not: evaluate sends it
 				marked = true
 			}
 		}
