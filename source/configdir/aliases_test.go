@@ -77,9 +77,9 @@ func TestD7_aliases_name_one_resource(t *testing.T) {
 	})
 	t.Run("a_selector_with_the_common_ones", func(t *testing.T) {
 		dir := t.TempDir()
-		write(t, dir, "a.yaml", "resources:"+vhostYAML("rc/one", "a.example"))
+		write(t, dir, "z.yaml", "resources:"+vhostYAML("rc/one", "a.example")) // sorts after the selector's file
 		write(t, dir, "sel-a.yaml", "nodes: {ids: [n1]}\nresources:"+vhostYAML("rc/two", "a.example"))
-		rejected(t, dir, "sel-a.yaml", `vhds "rc/two"`, `domain "a.example"`, "a.yaml")
+		rejected(t, dir, "sel-a.yaml", `vhds "rc/two"`, `domain "a.example"`, "z.yaml")
 	})
 	t.Run("selectors_apart", func(t *testing.T) {
 		dir := t.TempDir()
