@@ -1,14 +1,15 @@
 package server_test
 
 import (
-	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/internal/testutil/stacks"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -16,24 +17,13 @@ import (
 // serverGoroutines counts the goroutines running xdsd's server code, those
 // among them that are a stream's handler, and the server's idle workers.
 func serverGoroutines() (all, handlers, workers int) {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
+	for _, g := range stacks.In("github.com/xdsd/xdsd/server.") {
+		all++
+		if strings.Contains(g, "github.com/xdsd/xdsd/server.serve[") {
+			handlers++
 		}
-		buf = make([]byte, 2*len(buf))
-	}
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("github.com/xdsd/xdsd/server.")) {
-			all++
-			if bytes.Contains(g, []byte("github.com/xdsd/xdsd/server.serve[")) {
-				handlers++
-			}
-			if bytes.Contains(g, []byte("github.com/xdsd/xdsd/server.(*workers).work")) {
-				workers++
-			}
+		if strings.Contains(g, "github.com/xdsd/xdsd/server.(*workers).work") {
+			workers++
 		}
 	}
 	return all, handlers, workers

@@ -35,6 +35,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/internal/testutil/stacks"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -259,9 +260,7 @@ func bigRoute(name string, n int) *resource.Resource {
 // sendBlocked reports whether some goroutine of the server is blocked in
 // a stream's send waiting for HTTP/2 flow control (gRPC's write quota).
 func sendBlocked() bool {
-	buf := make([]byte, 64<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for g := range strings.SplitSeq(string(buf), "\n\n") {
+	for _, g := range stacks.All() {
 		// grpc-go's transport waits for write quota; h2grpc for window.
 		if strings.Contains(g, "server.(*stream).send(") &&
 			(strings.Contains(g, "writeQuota") || strings.Contains(g, "sync.(*Cond).Wait")) {
