@@ -496,12 +496,16 @@ func (c *conn) opened(st *stream) {
 	if st != nil {
 		c.streams[st.id] = st
 	}
-	closeNow := c.goingAway && len(c.streams) == 0 && c.opening == 0
+	closeNow := c.goingAway && c.idleLocked()
 	c.mu.Unlock()
 	if closeNow {
 		c.raw.Close()
 	}
 }
+
+// idleLocked reports whether no stream is open or being opened. Call it
+// with mu held.
+func (c *conn) idleLocked() bool { return len(c.streams) == 0 && c.opening == 0 }
 
 // malformed reports whether a request's header block is malformed (RFC
 // 9113 §8.1.1): its stream depends on itself (§5.3.1), it lacks :method,
@@ -670,7 +674,7 @@ func (c *conn) goAway() {
 		return
 	}
 	c.goingAway = true
-	last, idle := c.lastID, len(c.streams) == 0 && c.opening == 0
+	last, idle := c.lastID, c.idleLocked()
 	c.mu.Unlock()
 	c.wmu.Lock()
 	if c.ready { // else the handshake sends it
@@ -691,7 +695,7 @@ func (c *conn) removeStream(st *stream) {
 	if c.last == st {
 		c.last = nil
 	}
-	closeNow := c.goingAway && len(c.streams) == 0 && c.opening == 0
+	closeNow := c.goingAway && c.idleLocked()
 	c.mu.Unlock()
 	if closeNow {
 		c.raw.Close()

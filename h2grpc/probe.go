@@ -57,18 +57,17 @@ func (c *conn) holdProbeAckLocked(data []byte) bool {
 // rather than a timer per connection, and no list of the connections that
 // hold one, which every hold would have to lock.
 //
-// Locking: mu guards timer, stopped and sweeping; swept (on mu) wakes
-// stopProbeSweeps when sweeping falls to 0.
+// Locking: mu guards timer and stopped; a sweep joins running under mu
+// unless stopped, so stopProbeSweeps can wait for it.
 type probeAnswers struct {
 	wait   time.Duration // probeAckMax, unless a test sets it before Serve
 	armed  atomic.Bool   // the timer will run a sweep
 	sweeps atomic.Uint64 // sweeps started
 
-	mu       sync.Mutex
-	swept    sync.Cond
-	timer    *time.Timer // runs sweepProbes; nil until the first answer is held
-	stopped  bool        // the server has stopped: the timer is not armed again, nor sweeps begun
-	sweeping int         // sweeps the timer began that have not ended
+	mu      sync.Mutex
+	timer   *time.Timer    // runs sweepProbes; nil until the first answer is held
+	stopped bool           // the server has stopped: the timer is not armed again, nor sweeps begun
+	running sync.WaitGroup // the sweeps the timer began
 }
 
 // armProbeSweep arms the sweep, unless it is armed.
@@ -106,15 +105,9 @@ func (s *Server) sweepProbes() {
 		p.mu.Unlock()
 		return
 	}
-	p.sweeping++
+	p.running.Add(1)
 	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		if p.sweeping--; p.sweeping == 0 && p.swept.L != nil {
-			p.swept.Broadcast()
-		}
-		p.mu.Unlock()
-	}()
+	defer p.running.Done()
 	s.sweep()
 }
 
@@ -142,13 +135,10 @@ func (s *Server) sweep() {
 func (s *Server) stopProbeSweeps() {
 	p := &s.probes
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	p.stopped = true
 	if p.timer != nil {
 		p.timer.Stop()
 	}
-	p.swept.L = &p.mu
-	for p.sweeping > 0 {
-		p.swept.Wait()
-	}
+	p.mu.Unlock()
+	p.running.Wait() // no sweep joins once stopped is set
 }
