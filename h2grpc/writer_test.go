@@ -105,10 +105,11 @@ func TestSocketWriterFailsOnceThePeerResets(t *testing.T) {
 func TestSocketWriterKeepsTheWriteDeadline(t *testing.T) {
 	_, server := tcpPair(t) // the client never reads
 	w := socketWriterOf(t, server)
-	if err := server.SetWriteDeadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+	big := make([]byte, 64<<20) // made first: under -race on a busy host it took the whole deadline
+	if err := server.SetWriteDeadline(time.Now().Add(500 * time.Millisecond)); err != nil {
 		t.Fatal(err)
 	}
-	n, err := w.Write(make([]byte, 64<<20))
+	n, err := w.Write(big)
 	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Fatalf("Write = %d, %v; want os.ErrDeadlineExceeded", n, err)
 	}
