@@ -297,11 +297,9 @@ func (w *watch) load() time.Duration {
 		}
 	}
 	paths := make([]string, 0, len(w.changed))
-	named := make(map[string]bool, len(w.changed))
 	for rel := range w.changed {
 		if !held[rel] {
 			paths = append(paths, rel)
-			named[rel] = true
 			delete(w.changed, rel)
 		}
 	}
@@ -326,8 +324,12 @@ func (w *watch) load() time.Duration {
 	}
 	var res *Result
 	var err error
-	w.l.held, w.l.named = held, named
+	w.l.held = held
 	if w.full {
+		w.l.named = make(map[string]bool, len(paths)) // Reload takes paths as named
+		for _, rel := range paths {
+			w.l.named[rel] = true
+		}
 		res, err = w.l.Load()
 	} else {
 		res, err = w.l.Reload(paths)
