@@ -40,9 +40,9 @@ func ackedStream(t testing.TB, delta bool, only *resource.Type) *stream {
 // a type's latest response on st: it decodes, its nonce is the latest, it
 // has no error_detail, its version is the one sent, its type is the type's
 // and its names are the type's.
-func plainSotwAck(st *stream, raw []byte) bool {
+func plainSotwAck(t testing.TB, st *stream, raw []byte) bool {
 	var req discovery.DiscoveryRequest
-	if lenientDecode(raw, &req) != nil {
+	if lenientDecode(t, raw, &req) != nil {
 		return false
 	}
 	if req.ErrorDetail != nil || len(req.ProtoReflect().GetUnknown()) > 0 {
@@ -77,7 +77,7 @@ func FuzzSotwInlineIsPlainAck(f *testing.F) {
 			only = cdsType
 		}
 		st := ackedStream(t, false, only)
-		want := plainSotwAck(st, raw)
+		want := plainSotwAck(t, st, raw)
 		if got := st.ackSotwInline(raw); got && !want {
 			t.Fatalf("%x taken inline, not a plain ACK", raw)
 		}
@@ -106,7 +106,7 @@ func FuzzNamesDigest(f *testing.F) {
 			t.Fatalf("equal digests, names %q and %q", la, lb)
 		}
 		var pa discovery.DiscoveryRequest
-		if lenientDecode(a, &pa) == nil && !slices.Equal(pa.ResourceNames, la) {
+		if lenientDecode(t, a, &pa) == nil && !slices.Equal(pa.ResourceNames, la) {
 			t.Fatalf("names %q, protobuf decodes %q", la, pa.ResourceNames)
 		}
 	})

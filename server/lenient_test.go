@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -85,7 +86,11 @@ func findIn(msgs protoreflect.MessageDescriptors, enums protoreflect.EnumDescrip
 
 // lenientDecode decodes data as the lenient (see lenientFiles) form of
 // out's message, and stores the result in out, which has no extensions.
-func lenientDecode(data []byte, out proto.Message) error {
+// It skips the test when there is no reference: protobuf-go's reflective
+// decoder panics on a map entry whose key has the wrong wire type
+// ("cannot convert nil to map key"; Node.dynamic_parameters), which the
+// generated decoders xdsd uses take as the empty key.
+func lenientDecode(t testing.TB, data []byte, out proto.Message) error {
 	base, disc := lenientFiles()
 	name := out.ProtoReflect().Descriptor().Name()
 	desc := disc.Messages().ByName(name)
@@ -93,7 +98,7 @@ func lenientDecode(data []byte, out proto.Message) error {
 		desc = base.Messages().ByName(name)
 	}
 	m := dynamicpb.NewMessage(desc)
-	if err := proto.Unmarshal(data, m); err != nil {
+	if err := unmarshalOrSkip(t, data, m); err != nil {
 		return err
 	}
 	node := protoreflect.Message(m)
@@ -122,4 +127,14 @@ func lenientDecode(data []byte, out proto.Message) error {
 		return fmt.Errorf("re-decoding: %w", err)
 	}
 	return nil
+}
+
+// unmarshalOrSkip is proto.Unmarshal that skips the test if it panics.
+func unmarshalOrSkip(t testing.TB, data []byte, m proto.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.Skipf("no reference decoding: protobuf-go's reflective decoder panicked: %v", p)
+		}
+	}()
+	return proto.Unmarshal(data, m)
 }

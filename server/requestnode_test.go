@@ -83,7 +83,7 @@ func FuzzRequestNodeKnown(f *testing.F) {
 	f.Add([]byte{0x0a, 0x05, 'n'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(corev3.Node)
-		wantErr := lenientDecode(data, want)
+		wantErr := lenientDecode(t, data, want)
 		r := requestNode{known: known}
 		err := r.take(data)
 		if (err == nil) != (wantErr == nil) {

@@ -135,7 +135,7 @@ func FuzzRawRequest(f *testing.F) {
 	f.Add([]byte{0x12, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x22, 0x01, 0x74})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DiscoveryRequest)
-		wantErr := lenientDecode(data, want)
+		wantErr := lenientDecode(t, data, want)
 		r := &sotwRequest{raw: data}
 		_, names, err := r.decode()
 		if err == nil {
@@ -173,7 +173,7 @@ func FuzzNodeSkipped(f *testing.F) {
 	f.Add([]byte{0x18, 0x01, 0x1a, 0x00, 0x22, 0x01, 'u'})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DeltaDiscoveryRequest)
-		wantErr := lenientDecode(data, want)
+		wantErr := lenientDecode(t, data, want)
 		var got deltaRequest
 		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &got)
 		if (err == nil) != (wantErr == nil) {
@@ -185,7 +185,7 @@ func FuzzNodeSkipped(f *testing.F) {
 		if err == nil && !proto.Equal(&got.msg, want) {
 			t.Fatalf("delta: codec decoded %v, reference %v", &got.msg, want)
 		}
-		wantErr = lenientDecode(data, new(corev3.Node))
+		wantErr = lenientDecode(t, data, new(corev3.Node))
 		// A stream that remembers a node that decoded, then sees data
 		// twice: the second time, from what it remembered of data if that
 		// decoded.
@@ -294,4 +294,26 @@ func nodeBack(t *testing.T, rn *requestNode, dst **corev3.Node) {
 		t.Fatalf("the kept node's encoding decodes to %v (%v), not %v", n, err, rn.msg)
 	}
 	*dst = rn.msg
+}
+
+// TestNodeMapEntryKeyOfWrongWireType: a node whose dynamic_parameters
+// entry has its key in the wrong wire type, on which protobuf-go's
+// reflective decoder panics (found by FuzzNodeSkipped), decodes: the
+// generated decoders take the key as empty.
+func TestNodeMapEntryKeyOfWrongWireType(t *testing.T) {
+	node := []byte("b\b\n\x010\r0000") // dynamic_parameters: {key: fixed32}
+	if err := proto.Unmarshal(node, new(corev3.Node)); err != nil {
+		t.Fatalf("the node: %v", err)
+	}
+	st := &stream{}
+	for i := range 2 { // the second time from what it remembered
+		if !st.nodeDecodesLocked(node) {
+			t.Fatalf("nodeDecodesLocked refuses the node (time %d)", i+1)
+		}
+	}
+	req := protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node)
+	var got deltaRequest
+	if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(req)}, &got); err != nil {
+		t.Fatalf("a delta request with the node: %v", err)
+	}
 }
