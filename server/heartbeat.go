@@ -38,14 +38,14 @@ func (st *stream) ttlOf(r *resource.Resource) time.Duration {
 func (st *stream) rearmHeartbeat() {
 	var shortest time.Duration
 	for _, ts := range st.types.list {
-		if ts.ttls == 0 {
+		if ts.ttls == 0 && ts.acc == nil {
 			continue
 		}
-		for _, r := range ts.held() {
+		ts.eachClientHeld(func(_ string, r *resource.Resource) {
 			if d := st.ttlOf(r); d > 0 && (shortest == 0 || d < shortest) {
 				shortest = d
 			}
-		}
+		})
 	}
 	hb := &st.hb
 	if shortest == 0 {
@@ -84,11 +84,11 @@ func (st *stream) sendHeartbeats() error {
 			continue
 		}
 		var keys []string
-		for k, r := range ts.held() {
+		ts.eachClientHeld(func(k string, r *resource.Resource) {
 			if st.ttlOf(r) > 0 {
 				keys = append(keys, k)
 			}
-		}
+		})
 		if len(keys) == 0 {
 			continue
 		}
@@ -104,13 +104,14 @@ func (st *stream) sendHeartbeats() error {
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()
+	version := ts.heartbeatVersion()
 	st.await(ts, nonce)
-	st.status.sent(ts.t, ts.lastVersion, nonce)
+	st.status.sent(ts.t, version, nonce)
 	st.srv.metrics.responses.Add(1)
 	if st.delta {
-		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
+		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: version, TypeUrl: ts.t.URL, Nonce: nonce}
 		for _, k := range keys {
-			r, _ := ts.heldAt(k)
+			r := ts.clientHeldAt(k)
 			resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
 		}
 		return st.sendDeltaResp(resp)
@@ -120,16 +121,12 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	var bodies []*anypb.Any
 	if ts.t.FullState {
 		all := make([]string, 0, ts.nHeld)
-		for k, r := range ts.held() {
-			if r != nil {
-				all = append(all, k)
-			}
-		}
+		ts.eachClientHeld(func(k string, _ *resource.Resource) { all = append(all, k) })
 		sort.Strings(all)
 		keys = oncePerResource(ts, all)
 	}
 	for _, k := range keys {
-		r, _ := ts.heldAt(k)
+		r := ts.clientHeldAt(k)
 		if st.ttlOf(r) == 0 {
 			bodies = append(bodies, r.Body)
 			continue
@@ -140,7 +137,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 		}
 		bodies = append(bodies, a)
 	}
-	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
+	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: version, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
 }
 
 // oncePerResource returns keys without those whose held resource an earlier
@@ -149,7 +146,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 func oncePerResource(ts *typeState, keys []string) []string {
 	aliased := false
 	for _, k := range keys {
-		if r, _ := ts.heldAt(k); r != nil && r.Name != k {
+		if r := ts.clientHeldAt(k); r != nil && r.Name != k {
 			aliased = true
 			break
 		}
@@ -160,7 +157,7 @@ func oncePerResource(ts *typeState, keys []string) []string {
 	seen := make(map[*resource.Resource]bool, len(keys))
 	out := keys[:0:0]
 	for _, k := range keys {
-		if r, _ := ts.heldAt(k); r == nil || !seen[r] {
+		if r := ts.clientHeldAt(k); r == nil || !seen[r] {
 			seen[r] = true
 			out = append(out, k)
 		}

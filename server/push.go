@@ -160,6 +160,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	if st.delta && withRemovals {
 		removed, items = deltaRemovals(st.snap, ts, w)
 	}
+	st.recordSending(ts, w, withRemovals)
 	ts.settle(w, withRemovals, st.snap)
 	nonce := st.srv.nextNonce()
 	ts.sent, ts.lastVersion = true, ts.version()

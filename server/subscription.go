@@ -39,6 +39,9 @@ type typeState struct {
 	// resume is the version a SotW client says it holds on its first
 	// request (S13); it is checked against the first snapshot.
 	resume string
+	// acc is what the client accepted, where it differs from the key
+	// list; nil unless the type's responses carry TTLs (see accepted).
+	acc *accepted
 
 	// Keys to evaluate on the next push, as the lists of changed keys the
 	// cache shares between streams; reeval means all of them.
@@ -109,6 +112,7 @@ func (ts *typeState) setNames(names []string) bool {
 	})
 	ts.wildcard = wildcard
 	ts.compact()
+	ts.pruneKept()
 	if changed {
 		ts.reeval = true
 	}
@@ -166,6 +170,7 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 		ts.leaveScope()
 	}
 	ts.compact()
+	ts.pruneKept()
 }
 
 // leaveScope records that the client of a delta subscription without
