@@ -16,9 +16,14 @@ const minHeartbeat = 50 * time.Millisecond
 
 // heartbeat keeps a stream's TTL resources alive (PROTOCOL L1, L2): every
 // half of the shortest TTL the client holds, each type that holds TTL
-// resources and has no response in flight is sent a heartbeat: a Resource
-// with the name, version and TTL but no body, which refreshes the TTL and is
-// not an update. Guarded by the stream's lock; the timer wakes the stream.
+// resources and has no response in flight is sent a heartbeat. In delta it
+// is a Resource with the name, version and TTL but no body, which refreshes
+// the TTL and is not an update (L2). In SotW the resources go again, each
+// with its TTL, which refreshes it too (L1): Envoy's SotW client does not
+// refresh a TTL on a bodiless heartbeat (its default mux drops heartbeats
+// before it reads TTLs), and for a Listener or Cluster it takes a response
+// of heartbeats for one that lists none, removing every one of them.
+// Guarded by the stream's lock; the timer wakes the stream.
 type heartbeat struct {
 	timer    *time.Timer
 	interval time.Duration
@@ -116,8 +121,8 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 		}
 		return st.sendDeltaResp(resp)
 	}
-	// SotW: a full-state type must list everything it holds; the TTL
-	// resources go as bodiless wrappers.
+	// SotW: the resources again, each with its TTL; a full-state type
+	// lists everything the client holds.
 	var bodies []*anypb.Any
 	if ts.t.FullState {
 		all := make([]string, 0, ts.nHeld)
@@ -126,16 +131,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 		keys = oncePerResource(ts, all)
 	}
 	for _, k := range keys {
-		r := ts.clientHeldAt(k)
-		if st.ttlOf(r) == 0 {
-			bodies = append(bodies, r.Body)
-			continue
-		}
-		a, err := anypb.New(&discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
-		if err != nil {
-			return err
-		}
-		bodies = append(bodies, a)
+		bodies = append(bodies, st.sotwBody(ts.clientHeldAt(k)))
 	}
 	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: version, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
 }

@@ -8,6 +8,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -34,24 +36,25 @@ func wrappers(t *testing.T, r *discovery.DiscoveryResponse) map[string]*discover
 	return out
 }
 
-// heartbeat reports whether a SotW response's wrappers are all heartbeats
-// (no body).
-func heartbeat(t *testing.T, r *discovery.DiscoveryResponse) bool {
+// refresh checks that r is a SotW TTL refresh of name at version_info
+// and version: the resource again, its body in a wrapper with the TTL.
+func refresh(t *testing.T, r *discovery.DiscoveryResponse, versionInfo, name string, want *resource.Resource) {
 	t.Helper()
-	ws := wrappers(t, r)
-	for _, w := range ws {
-		if w.Resource != nil {
-			return false
-		}
+	w := wrappers(t, r)[name]
+	if r.VersionInfo != versionInfo || w == nil || w.Version != want.Version || w.Resource == nil ||
+		w.GetTtl().AsDuration() != want.TTL || !proto.Equal(w.Resource, want.Body) {
+		t.Fatalf("refresh at version_info %q with %s: %v; want version_info %q, %s at %s with its body and TTL %v",
+			r.VersionInfo, name, w, versionInfo, name, want.Version, want.TTL)
 	}
-	return len(ws) > 0
 }
 
 // A client that rejects an update keeps what it had, and takes a heartbeat
 // only at the version it accepted: Envoy compares a delta heartbeat with
-// the resource's accepted version, and a SotW one with the type's accepted
-// version_info. Heartbeats after a NACK must carry those, not the rejected
-// version, or what the client holds expires while the server is up.
+// the resource's accepted version. Heartbeats after a NACK must carry it,
+// not the rejected version, or what the client holds expires while the
+// server is up. In SotW, where TTLs are refreshed by sending the resources
+// again, the refresh carries what the client kept, at the version_info it
+// accepted.
 func TestTTLAfterNACK(t *testing.T) {
 	t.Run("L2_D10_delta_heartbeat_after_a_NACK_is_at_the_accepted_version", func(t *testing.T) {
 		v1 := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
@@ -119,47 +122,42 @@ func TestTTLAfterNACK(t *testing.T) {
 		s.ExpectNone()
 	})
 
-	t.Run("L2_L3_sotw_heartbeat_after_a_NACK_is_at_the_accepted_version_info", func(t *testing.T) {
+	t.Run("L1_L3_sotw_refresh_after_a_NACK_is_what_the_client_kept", func(t *testing.T) {
 		v1 := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
+		v2 := withTTL(rawxds.Endpoints("a", 2), 200*time.Millisecond)
 		e := start(t, v1)
 		s := e.ADS(t)
 		s.Send(&discovery.DiscoveryRequest{Node: wrappingNode("w"), TypeUrl: eds, ResourceNames: []string{"a"}})
 		r1 := s.Recv()
-		publish(e, withTTL(rawxds.Endpoints("a", 2), 200*time.Millisecond))
+		publish(e, v2)
 		s.Send(ack(r1, "a"))
 		r := s.Recv()
-		for ; heartbeat(t, r); r = s.Recv() {
-			s.Send(ack(r, "a")) // a heartbeat of v1 before the update
+		for ; wrappers(t, r)["a"].GetVersion() == v1.Version; r = s.Recv() {
+			s.Send(ack(r, "a")) // a refresh of v1 before the update
 		}
 		s.Send(nack(r, r1.VersionInfo, "rejected", "a"))
-		hb := s.Recv()
-		w := wrappers(t, hb)["a"]
-		if hb.VersionInfo != r1.VersionInfo || w == nil || w.Resource != nil || w.Version != v1.Version {
-			t.Fatalf("heartbeat after the NACK at version_info %q (wrapper %v), want the accepted %q, %s without body",
-				hb.VersionInfo, w, r1.VersionInfo, v1.Version)
-		}
+		refresh(t, s.Recv(), r1.VersionInfo, "a", v1)
 	})
 
-	t.Run("L2_S9_sotw_full_state_heartbeat_after_a_NACK_lists_what_the_client_kept", func(t *testing.T) {
-		// Clusters are full state: a heartbeat lists every cluster, those
-		// without a TTL with their body. After a NACK, that is the body
-		// the client kept, not the one it rejected.
+	t.Run("L1_S9_sotw_full_state_refresh_after_a_NACK_lists_what_the_client_kept", func(t *testing.T) {
+		// Clusters are full state: a refresh lists every cluster. After a
+		// NACK, that is what the client kept, not what it rejected.
 		ttl := resource.MustNew(rawxds.Cluster("t").Message, resource.WithTTL(200*time.Millisecond))
-		p1 := clusterV("p", 1)
-		e := start(t, ttl, p1)
+		e := start(t, ttl, clusterV("p", 1))
 		s := e.ADS(t)
 		s.Send(&discovery.DiscoveryRequest{Node: wrappingNode("w"), TypeUrl: cds})
 		r1 := s.Recv()
 		publish(e, ttl, clusterV("p", 2))
 		s.Send(ack(r1))
 		r := s.Recv()
-		for ; heartbeat(t, r); r = s.Recv() {
-			s.Send(ack(r))
+		for ; r.VersionInfo == r1.VersionInfo; r = s.Recv() {
+			s.Send(ack(r)) // a refresh before the update
 		}
 		s.Send(nack(r, r1.VersionInfo, "rejected"))
 		hb := s.Recv()
-		if hb.VersionInfo != r1.VersionInfo || len(hb.Resources) != 2 || !heartbeat(t, hb) {
-			t.Fatalf("heartbeat after the NACK: version_info %q, %d resources; want %q and both clusters", hb.VersionInfo, len(hb.Resources), r1.VersionInfo)
+		refresh(t, hb, r1.VersionInfo, "t", ttl)
+		if len(hb.Resources) != 2 {
+			t.Fatalf("refresh after the NACK lists %d clusters, want both", len(hb.Resources))
 		}
 		for _, a := range hb.Resources {
 			if a.TypeUrl == wrapperType {
@@ -167,7 +165,7 @@ func TestTTLAfterNACK(t *testing.T) {
 			}
 			var c clusterv3.Cluster
 			if err := a.UnmarshalTo(&c); err != nil || c.GetConnectTimeout().AsDuration() != time.Second {
-				t.Fatalf("the cluster without TTL in the heartbeat: %v (%v), want the accepted one (1s)", &c, err)
+				t.Fatalf("the cluster without TTL in the refresh: %v (%v), want the accepted one (1s)", &c, err)
 			}
 		}
 	})
