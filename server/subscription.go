@@ -157,6 +157,9 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 				ts.setResend(e) // the client may have dropped it: send it again (D8)
 			}
 		})
+		if !first {
+			ts.keepNothing(keys)
+		}
 	}
 	for _, n := range unsub {
 		ts.reeval = true

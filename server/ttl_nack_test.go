@@ -169,4 +169,102 @@ func TestTTLAfterNACK(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("L2_D10_a_NACK_is_followed_by_a_heartbeat_at_once", func(t *testing.T) {
+		// The rejected response refreshed no TTL, and a heartbeat may have
+		// waited for it: what the client kept is refreshed at once, not
+		// half a TTL (here 30 minutes) later.
+		v1 := withTTL(rawxds.Endpoints("a", 1), time.Hour)
+		e := start(t, v1)
+		s := e.DeltaADS(t)
+		s.Send(dsub(eds, "a"))
+		r := s.Recv()
+		publish(e, withTTL(rawxds.Endpoints("a", 2), time.Hour))
+		s.Send(dack(r))
+		s.Send(dnack(s.Recv(), "rejected"))
+		if hb := resOf(t, s.Recv(), "a"); hb.Resource != nil || hb.Version != v1.Version {
+			t.Fatalf("after the NACK: %v, want a heartbeat of %s", hb, v1.Version)
+		}
+	})
+
+	t.Run("L2_D9_a_NACK_after_an_unsubscription_keeps_nothing", func(t *testing.T) {
+		v1 := withTTL(rawxds.Endpoints("a", 1), 100*time.Millisecond)
+		e := start(t, v1)
+		s := e.DeltaADS(t)
+		s.Send(dsub(eds, "a"))
+		r := s.Recv()
+		publish(e, withTTL(rawxds.Endpoints("a", 2), 100*time.Millisecond))
+		s.Send(dack(r))
+		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
+			s.Send(dack(r))
+		}
+		s.Send(dunsub(eds, "a"))     // the client drops a
+		s.Send(dnack(r, "rejected")) // then rejects the update it had in flight
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"a"}})
+		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
+			s.Send(dack(r))
+		}
+		s.Send(dnack(r, "rejected again")) // the client holds nothing
+		s.ExpectNone()
+	})
+
+	t.Run("L1_S9_an_accepted_full_state_response_ends_what_the_client_kept", func(t *testing.T) {
+		// A full-state response lists every cluster, also those it does
+		// not change: once accepted, the client holds all of them as sent.
+		ttl := resource.MustNew(rawxds.Cluster("t").Message, resource.WithTTL(200*time.Millisecond))
+		e := start(t, ttl, clusterV("p", 1), clusterV("q", 1))
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: wrappingNode("w"), TypeUrl: cds})
+		r1 := s.Recv()
+		publish(e, ttl, clusterV("p", 2), clusterV("q", 2))
+		s.Send(ack(r1))
+		r := s.Recv()
+		for ; r.VersionInfo == r1.VersionInfo; r = s.Recv() {
+			s.Send(ack(r))
+		}
+		s.Send(nack(r, r1.VersionInfo, "q is bad"))
+		publish(e, ttl, clusterV("p", 2), clusterV("q", 3)) // changes q only
+		for r = s.Recv(); r.VersionInfo == r1.VersionInfo; r = s.Recv() {
+			s.Send(ack(r)) // the refresh after the NACK
+		}
+		s.Send(ack(r))
+		hb := s.Recv()
+		refresh(t, hb, r.VersionInfo, "t", ttl)
+		want := map[string]time.Duration{"p": 2 * time.Second, "q": 3 * time.Second}
+		for _, a := range hb.Resources {
+			var c clusterv3.Cluster
+			if a.TypeUrl == wrapperType || a.UnmarshalTo(&c) != nil {
+				continue
+			}
+			if got := c.GetConnectTimeout().AsDuration(); got != want[c.Name] {
+				t.Fatalf("refresh has %s at %v, want %v (what the client accepted last)", c.Name, got, want[c.Name])
+			}
+			delete(want, c.Name)
+		}
+		if len(want) > 0 {
+			t.Fatalf("refresh lacks %v", want)
+		}
+	})
+
+	t.Run("L1_a_resource_gone_after_a_NACK_is_refreshed_no_more", func(t *testing.T) {
+		// SotW cannot say an endpoint set is gone: the client keeps it
+		// until its TTL runs out, which refreshes must then not prevent.
+		v1 := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
+		e := start(t, v1)
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: wrappingNode("w"), TypeUrl: eds, ResourceNames: []string{"a"}})
+		r1 := s.Recv()
+		publish(e, withTTL(rawxds.Endpoints("a", 2), 200*time.Millisecond))
+		s.Send(ack(r1, "a"))
+		r := s.Recv()
+		for ; r.VersionInfo == r1.VersionInfo; r = s.Recv() {
+			s.Send(ack(r, "a"))
+		}
+		s.Send(nack(r, r1.VersionInfo, "rejected", "a"))
+		hb := s.Recv() // the refresh of what the client kept, at once
+		refresh(t, hb, r1.VersionInfo, "a", v1)
+		publish(e) // a is gone
+		s.Send(ack(hb, "a"))
+		s.ExpectNone()
+	})
 }
