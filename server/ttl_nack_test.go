@@ -48,6 +48,31 @@ func refresh(t *testing.T, r *discovery.DiscoveryResponse, versionInfo, name str
 	}
 }
 
+// deltaUpdate opens an incremental stream subscribed to "a" at v1, ACKs
+// it, publishes v2 and returns the stream and v2's response, unanswered
+// (heartbeats of v1 that come first are ACKed).
+func deltaUpdate(t *testing.T, v1, v2 *resource.Resource) (*rawxds.Env, *rawxds.Delta, *discovery.DeltaDiscoveryResponse) {
+	t.Helper()
+	e := start(t, v1)
+	s := e.DeltaADS(t)
+	s.Send(dsub(eds, "a"))
+	r := s.Recv()
+	publish(e, v2)
+	s.Send(dack(r))
+	return e, s, recvUpdate(t, s)
+}
+
+// recvUpdate receives responses until one carries a's body, ACKing the
+// heartbeats before it.
+func recvUpdate(t *testing.T, s *rawxds.Delta) *discovery.DeltaDiscoveryResponse {
+	t.Helper()
+	r := s.Recv()
+	for ; resOf(t, r, "a").Resource == nil; r = s.Recv() {
+		s.Send(dack(r))
+	}
+	return r
+}
+
 // A client that rejects an update keeps what it had, and takes a heartbeat
 // only at the version it accepted: Envoy compares a delta heartbeat with
 // the resource's accepted version. Heartbeats after a NACK must carry it,
@@ -59,15 +84,7 @@ func TestTTLAfterNACK(t *testing.T) {
 	t.Run("L2_D10_delta_heartbeat_after_a_NACK_is_at_the_accepted_version", func(t *testing.T) {
 		v1 := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
 		v2 := withTTL(rawxds.Endpoints("a", 2), 300*time.Millisecond)
-		e := start(t, v1)
-		s := e.DeltaADS(t)
-		s.Send(dsub(eds, "a"))
-		r := s.Recv()
-		publish(e, v2)
-		s.Send(dack(r))
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r)) // a heartbeat of v1 before the update
-		}
+		e, s, r := deltaUpdate(t, v1, v2)
 		if resOf(t, r, "a").Version != v2.Version {
 			t.Fatalf("update at %s, want %s", resOf(t, r, "a").Version, v2.Version)
 		}
@@ -84,10 +101,7 @@ func TestTTLAfterNACK(t *testing.T) {
 		// A later update, accepted, is what heartbeats carry from then on.
 		v3 := withTTL(rawxds.Endpoints("a", 3), 200*time.Millisecond)
 		publish(e, v3)
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r))
-		}
-		s.Send(dack(r))
+		s.Send(dack(recvUpdate(t, s)))
 		if hb := resOf(t, s.Recv(), "a"); hb.Resource != nil || hb.Version != v3.Version {
 			t.Fatalf("heartbeat after the accepted update: version %s (body %v), want %s", hb.Version, hb.Resource != nil, v3.Version)
 		}
@@ -102,23 +116,12 @@ func TestTTLAfterNACK(t *testing.T) {
 	})
 
 	t.Run("L2_D9_what_the_client_kept_goes_with_an_unsubscription", func(t *testing.T) {
-		v1 := withTTL(rawxds.Endpoints("a", 1), 100*time.Millisecond)
-		e := start(t, v1)
-		s := e.DeltaADS(t)
-		s.Send(dsub(eds, "a"))
-		r := s.Recv()
-		publish(e, withTTL(rawxds.Endpoints("a", 2), 100*time.Millisecond))
-		s.Send(dack(r))
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r))
-		}
+		_, s, r := deltaUpdate(t, withTTL(rawxds.Endpoints("a", 1), 100*time.Millisecond),
+			withTTL(rawxds.Endpoints("a", 2), 100*time.Millisecond))
 		s.Send(dnack(r, "rejected")) // the client keeps v1
 		s.Send(dunsub(eds, "a"))     // and drops it
 		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"a"}})
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r)) // heartbeats of v1 sent before the unsubscription
-		}
-		s.Send(dnack(r, "rejected again")) // the client holds nothing
+		s.Send(dnack(recvUpdate(t, s), "rejected again")) // the client holds nothing
 		s.ExpectNone()
 	})
 
@@ -175,36 +178,20 @@ func TestTTLAfterNACK(t *testing.T) {
 		// waited for it: what the client kept is refreshed at once, not
 		// half a TTL (here 30 minutes) later.
 		v1 := withTTL(rawxds.Endpoints("a", 1), time.Hour)
-		e := start(t, v1)
-		s := e.DeltaADS(t)
-		s.Send(dsub(eds, "a"))
-		r := s.Recv()
-		publish(e, withTTL(rawxds.Endpoints("a", 2), time.Hour))
-		s.Send(dack(r))
-		s.Send(dnack(s.Recv(), "rejected"))
+		_, s, r := deltaUpdate(t, v1, withTTL(rawxds.Endpoints("a", 2), time.Hour))
+		s.Send(dnack(r, "rejected"))
 		if hb := resOf(t, s.Recv(), "a"); hb.Resource != nil || hb.Version != v1.Version {
 			t.Fatalf("after the NACK: %v, want a heartbeat of %s", hb, v1.Version)
 		}
 	})
 
 	t.Run("L2_D9_a_NACK_after_an_unsubscription_keeps_nothing", func(t *testing.T) {
-		v1 := withTTL(rawxds.Endpoints("a", 1), 100*time.Millisecond)
-		e := start(t, v1)
-		s := e.DeltaADS(t)
-		s.Send(dsub(eds, "a"))
-		r := s.Recv()
-		publish(e, withTTL(rawxds.Endpoints("a", 2), 100*time.Millisecond))
-		s.Send(dack(r))
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r))
-		}
+		_, s, r := deltaUpdate(t, withTTL(rawxds.Endpoints("a", 1), 100*time.Millisecond),
+			withTTL(rawxds.Endpoints("a", 2), 100*time.Millisecond))
 		s.Send(dunsub(eds, "a"))     // the client drops a
 		s.Send(dnack(r, "rejected")) // then rejects the update it had in flight
 		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"a"}})
-		for r = s.Recv(); resOf(t, r, "a").Resource == nil; r = s.Recv() {
-			s.Send(dack(r))
-		}
-		s.Send(dnack(r, "rejected again")) // the client holds nothing
+		s.Send(dnack(recvUpdate(t, s), "rejected again")) // the client holds nothing
 		s.ExpectNone()
 	})
 
