@@ -7,34 +7,32 @@ import (
 	"github.com/xdsd/xdsd/resource"
 )
 
-// accepted keeps, for a type whose responses carry TTLs, what the client
-// still holds after it rejects a response (PROTOCOL L1, L2, D10). The key
-// list records a rejected response as held, so that it is not sent again;
-// but a client keeps what it had, and takes a heartbeat only at the version
-// it accepted: Envoy compares a delta heartbeat with the resource's
-// accepted version. Without this, heartbeats after a NACK carry the
-// rejected version, the client does not take them as heartbeats, and what
-// it holds expires while the server is up; SotW refreshes would send the
-// rejected resources again. Guarded by the stream's lock, as its typeState.
+// accepted keeps, for an incremental stream's type whose responses carry
+// TTLs, what the client still holds after it rejects a response (PROTOCOL
+// L2, D10). The key list records a rejected response as held, so that it
+// is not sent again; but an incremental client keeps what it had (Envoy
+// updates no resource of a rejected response), and takes a heartbeat only
+// at the version it accepted. Without this, heartbeats after a NACK carry
+// the rejected version, the client does not take them as heartbeats, and
+// what it holds expires while the server is up. (SotW needs none of this:
+// its TTLs are refreshed with the resources themselves; see heartbeat.)
+// Guarded by the stream's lock, as its typeState.
 type accepted struct {
-	// version is the version_info of the client's latest reply: the
-	// version it accepted last (SotW only).
-	version string
 	// inflight is what the client held, before the response in flight,
-	// under each key that response changes; whole says that response
-	// states the type's full state (SotW Listener, Cluster).
+	// under each key that response changes where a TTL is involved.
 	inflight []heldBefore
-	whole    bool
 	// kept is what the client holds under each key a rejected response
 	// changed, until a later response that changes the key is accepted
-	// (nil: nothing). Only keys in scope, which the key list holds.
+	// (nil: nothing). Only keys in scope that the key list holds.
 	kept map[string]*resource.Resource
 }
 
-// heldBefore is what the client held under key before a response.
+// heldBefore is what the client held under key before a response, and
+// the name of the resource the response sends under it ("" if none).
 type heldBefore struct {
-	key string
-	res *resource.Resource
+	key  string
+	res  *resource.Resource
+	sent string
 }
 
 // ttlKey is the memo key of whether a snapshot has resources of a type
@@ -43,6 +41,7 @@ type heldBefore struct {
 // distinct addresses.
 type ttlKey struct{ _ byte }
 
+// ttlKeys holds a ttlKey per type order.
 var ttlKeys [16]ttlKey
 
 // hasTTLs reports whether snap has a resource of t with a TTL, worked out
@@ -59,54 +58,54 @@ func hasTTLs(snap *cache.Snapshot, t *resource.Type) bool {
 }
 
 // tracksAccepted reports whether a response of ts is to be tracked: the
-// client sees TTLs (ttlOf), and holds a resource with one, or may get one,
-// or rejected a response before.
+// stream is incremental, and the client holds a resource with a TTL, or
+// may get one, or rejected a response before.
 func (st *stream) tracksAccepted(ts *typeState) bool {
-	if !st.delta && !st.wrapTTL {
-		return false
-	}
-	return ts.acc != nil || ts.ttls > 0 || hasTTLs(st.snap, ts.t)
+	return st.delta && (ts.acc != nil || ts.ttls > 0 || hasTTLs(st.snap, ts.t))
 }
 
 // recordSending records what the client holds under each key that the
-// response about to carry w (and its removals, if withRemovals) changes.
-// It is called before the response is settled into the key list.
+// response about to carry w (and its removals, if withRemovals) changes,
+// where the old or the new resource has a TTL (for heartbeats only those
+// matter). It is called before the response is settled into the key list.
 func (st *stream) recordSending(ts *typeState, w work, withRemovals bool) {
 	if !st.tracksAccepted(ts) {
 		return
 	}
 	if ts.acc == nil {
-		ts.acc = &accepted{version: ts.lastVersion}
+		ts.acc = &accepted{}
 	}
+	ts.pruneKept()
 	a := ts.acc
-	a.whole = !ts.delta && ts.t.FullState
-	a.inflight = make([]heldBefore, 0, len(w.upserts)+len(w.removals))
-	add := func(key string) {
-		a.inflight = append(a.inflight, heldBefore{key, ts.clientHeldAt(key)})
+	add := func(key string, r *resource.Resource) {
+		before := ts.clientHeldAt(key)
+		if (before == nil || before.TTL == 0) && (r == nil || r.TTL == 0) {
+			return
+		}
+		h := heldBefore{key: key, res: before}
+		if r != nil {
+			h.sent = r.Name
+		}
+		a.inflight = append(a.inflight, h)
 	}
 	for _, it := range w.upserts {
-		add(it.key)
+		add(it.key, it.res)
 	}
 	if withRemovals {
 		for _, k := range w.removals {
-			add(k)
+			add(k, nil)
 		}
 	}
 }
 
 // recordAccepted records the client's reply to the response in flight: on
-// an ACK it holds what was sent, on a NACK what it held before. version is
-// the version_info the reply carries.
-func (st *stream) recordAccepted(ts *typeState, version string, nack bool) {
+// an ACK it holds what was sent, on a NACK what it held before.
+func (st *stream) recordAccepted(ts *typeState, nack bool) {
 	a := ts.acc
 	if a == nil {
 		return
 	}
-	if !ts.delta {
-		a.version = version
-	}
-	switch {
-	case nack:
+	if nack {
 		for _, h := range a.inflight {
 			if _, ok := a.kept[h.key]; !ok {
 				if a.kept == nil {
@@ -116,19 +115,21 @@ func (st *stream) recordAccepted(ts *typeState, version string, nack bool) {
 			}
 		}
 		ts.pruneKept()
-		if len(a.kept) > 0 {
-			// The rejected response refreshed no TTL, and heartbeats may
-			// have waited for it: what the client kept is refreshed now.
+		if len(a.inflight) > 0 && len(a.kept) > 0 {
+			// Heartbeats may have waited for the rejected response,
+			// which refreshed nothing: what the client kept is
+			// refreshed now. (Only for a response that changed a TTL
+			// resource: a rejected heartbeat does not call for another.)
 			st.hb.next = time.Now()
 		}
-	case a.whole:
-		a.kept = nil // the client holds the full state it was sent
-	default:
+	} else {
 		for _, h := range a.inflight {
 			delete(a.kept, h.key)
+			delete(a.kept, h.sent) // the resource's name, if sent under an alias
 		}
 	}
-	a.inflight = nil
+	clear(a.inflight) // keeps no resource alive
+	a.inflight = a.inflight[:0]
 	if len(a.kept) == 0 && ts.ttls == 0 {
 		ts.acc = nil // nothing to remember: the key list is the client's
 	}
@@ -151,9 +152,9 @@ func (ts *typeState) pruneKept() {
 }
 
 // keepNothing records that the client holds nothing under keys (without
-// "*"), which it subscribes to again: it may have dropped them (D8).
+// "*"), which it subscribes to anew.
 func (ts *typeState) keepNothing(keys []string) {
-	if ts.acc == nil {
+	if ts.acc == nil || len(keys) == 0 {
 		return
 	}
 	if ts.acc.kept == nil {
@@ -197,13 +198,4 @@ func (ts *typeState) eachClientHeld(f func(key string, r *resource.Resource)) {
 			f(k, r)
 		}
 	}
-}
-
-// heartbeatVersion is the version_info of a SotW heartbeat: the version the
-// client accepted last, which it compares a heartbeat with.
-func (ts *typeState) heartbeatVersion() string {
-	if ts.acc != nil && !ts.delta {
-		return ts.acc.version
-	}
-	return ts.lastVersion
 }

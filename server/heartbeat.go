@@ -22,8 +22,10 @@ const minHeartbeat = 50 * time.Millisecond
 // with its TTL, which refreshes it too (L1): Envoy's SotW client does not
 // refresh a TTL on a bodiless heartbeat (its default mux drops heartbeats
 // before it reads TTLs), and for a Listener or Cluster it takes a response
-// of heartbeats for one that lists none, removing every one of them.
-// Guarded by the stream's lock; the timer wakes the stream.
+// of heartbeats for one that lists none, removing every one of them. An
+// incremental client that rejects a response changing a TTL resource is
+// sent a heartbeat at once, of what it kept (see accepted). Guarded by the
+// stream's lock; the timer wakes the stream.
 type heartbeat struct {
 	timer    *time.Timer
 	interval time.Duration
@@ -106,10 +108,12 @@ func (st *stream) sendHeartbeats() error {
 	return nil
 }
 
+// sendHeartbeat sends ts the heartbeat of keys, which hold TTL resources;
+// in SotW, a full-state type's lists every key the client holds.
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()
-	version := ts.heartbeatVersion()
+	version := ts.lastVersion
 	st.await(ts, nonce)
 	st.status.sent(ts.t, version, nonce)
 	st.srv.metrics.responses.Add(1)
@@ -136,9 +140,10 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: version, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
 }
 
-// oncePerResource returns keys without those whose held resource an earlier
-// key holds (a virtual host held under its name and an alias): a response
-// names a resource once (S11).
+// oncePerResource returns keys without those under which the client holds
+// a resource of the same name as under an earlier key (a virtual host held
+// under its name and an alias, maybe at two versions after a NACK): a
+// response names a resource once (S11).
 func oncePerResource(ts *typeState, keys []string) []string {
 	aliased := false
 	for _, k := range keys {
@@ -150,11 +155,13 @@ func oncePerResource(ts *typeState, keys []string) []string {
 	if !aliased {
 		return keys // every key is its resource's name: none twice
 	}
-	seen := make(map[*resource.Resource]bool, len(keys))
+	seen := make(map[string]bool, len(keys))
 	out := keys[:0:0]
 	for _, k := range keys {
-		if r := ts.clientHeldAt(k); r == nil || !seen[r] {
-			seen[r] = true
+		if r := ts.clientHeldAt(k); r == nil || !seen[r.Name] {
+			if r != nil {
+				seen[r.Name] = true
+			}
 			out = append(out, k)
 		}
 	}

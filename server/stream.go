@@ -405,7 +405,7 @@ func (st *stream) stopWaiting(ts *typeState) {
 // recordReply records an ACK or NACK of the type's latest response.
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
-	st.recordAccepted(ts, version, nack)
+	st.recordAccepted(ts, nack)
 	if nack {
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)

@@ -150,16 +150,19 @@ func (ts *typeState) subscribe(sub, unsub []string, first bool) {
 			// it may have dropped or kept: send it again.
 			ts.resendDropped()
 		}
+		covered := ts.wildcard
 		ts.wildcard = ts.wildcard || wildcard
+		var fresh []string // out of scope until now: the client holds nothing
 		ts.mergeKeys(keys, func(_ int, e *keyEntry) {
+			if !first && !covered && e.flags&fNamed == 0 && ts.acc != nil {
+				fresh = append(fresh, e.key)
+			}
 			e.flags |= fNamed
 			if !first {
 				ts.setResend(e) // the client may have dropped it: send it again (D8)
 			}
 		})
-		if !first {
-			ts.keepNothing(keys)
-		}
+		ts.keepNothing(fresh)
 	}
 	for _, n := range unsub {
 		ts.reeval = true
