@@ -108,8 +108,8 @@ func (st *stream) sendHeartbeats() error {
 	return nil
 }
 
-// sendHeartbeat sends ts the heartbeat of keys, which hold TTL resources;
-// in SotW, a full-state type's lists every key the client holds.
+// sendHeartbeat sends ts the heartbeat of keys, which hold TTL resources
+// (in SotW, for a full-state type, of every key the client holds).
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()

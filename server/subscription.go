@@ -40,7 +40,8 @@ type typeState struct {
 	// request (S13); it is checked against the first snapshot.
 	resume string
 	// acc is what the client accepted, where it differs from the key
-	// list; nil unless the type's responses carry TTLs (see accepted).
+	// list; nil unless the stream is incremental and the type's responses
+	// carry TTLs (see accepted).
 	acc *accepted
 
 	// Keys to evaluate on the next push, as the lists of changed keys the
@@ -112,7 +113,6 @@ func (ts *typeState) setNames(names []string) bool {
 	})
 	ts.wildcard = wildcard
 	ts.compact()
-	ts.pruneKept()
 	if changed {
 		ts.reeval = true
 	}
