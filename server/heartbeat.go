@@ -77,6 +77,18 @@ func (hb *heartbeat) stop() {
 	hb.next = time.Time{}
 }
 
+// beatNowIfOwed makes heartbeats due now if ts's came due while its
+// response was in flight, which has just been answered, and wakes the
+// stream to send them (an ACK taken on the reader's goroutine has no turn
+// of its own).
+func (st *stream) beatNowIfOwed(ts *typeState) {
+	if ts.beatOwed {
+		ts.beatOwed = false
+		st.hb.next = time.Now()
+		st.waker.wake()
+	}
+}
+
 // due reports whether heartbeats are due at now.
 func (hb *heartbeat) due(now time.Time) bool {
 	return !hb.next.IsZero() && !now.Before(hb.next)
@@ -87,7 +99,13 @@ func (st *stream) sendHeartbeats() error {
 	st.hb.stop()
 	for _, t := range st.order() {
 		ts := st.types.get(t)
-		if ts == nil || ts.waiting {
+		if ts == nil {
+			continue
+		}
+		if ts.waiting {
+			// Not now; but not a whole interval later either, which
+			// would leave what the client holds to expire.
+			ts.beatOwed = ts.ttls > 0 || ts.acc != nil
 			continue
 		}
 		var keys []string

@@ -406,6 +406,7 @@ func (st *stream) stopWaiting(ts *typeState) {
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
+	st.beatNowIfOwed(ts)
 	if nack {
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)

@@ -229,3 +229,51 @@ func TestSotWRefreshAfterNACK(t *testing.T) {
 		s.ExpectNone()
 	})
 }
+
+// A heartbeat slot that finds a type's response in flight skips the type;
+// its heartbeat goes as soon as the response is answered, not a whole
+// interval later (by when, at half the TTL, what the client holds may
+// have expired).
+func TestHeartbeatOwed(t *testing.T) {
+	t.Run("L2_a_heartbeat_skipped_for_a_response_in_flight_follows_its_answer", func(t *testing.T) {
+		c1 := resource.MustNew(clusterV("c", 1).Message, resource.WithTTL(time.Hour))
+		c2 := resource.MustNew(clusterV("c", 2).Message, resource.WithTTL(time.Hour))
+		e1 := withTTL(rawxds.Endpoints("c", 1), time.Hour)
+		e2 := withTTL(rawxds.Endpoints("c", 2), time.Hour)
+		e := start(t, c1, e1)
+		s := e.DeltaADS(t)
+		s.Send(dsub(cds))
+		s.Send(dack(s.Recv()))
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c"}})
+		s.Send(dack(s.Recv()))
+
+		publish(e, c1, e2)
+		endpoints := s.Recv() // left unanswered for now
+		if endpoints.TypeUrl != eds {
+			t.Fatalf("got %s, want the endpoints' update", endpoints.TypeUrl)
+		}
+		publish(e, c2, e2)
+		clusters := s.Recv()
+		if clusters.TypeUrl != cds {
+			t.Fatalf("got %s, want the cluster's update", clusters.TypeUrl)
+		}
+		// Rejected: heartbeats are due at once (the cluster kept is
+		// refreshed), which the endpoints, in flight, miss.
+		s.Send(dnack(clusters, "rejected"))
+		if hb := s.Recv(); hb.TypeUrl != cds || resOf(t, hb, "c").Resource != nil {
+			t.Fatalf("after the NACK: %v, want the clusters' heartbeat", hb)
+		}
+		s.Send(dack(endpoints))
+		// The next slot is 30 minutes away: only an owed heartbeat comes.
+		for {
+			r := s.Recv()
+			if r.TypeUrl == eds && resOf(t, r, "c").Resource == nil {
+				if v := resOf(t, r, "c").Version; v != e2.Version {
+					t.Fatalf("endpoints' heartbeat at %s, want %s", v, e2.Version)
+				}
+				break
+			}
+			s.Send(dack(r))
+		}
+	})
+}
