@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -120,12 +118,22 @@ func (st *stream) recordAccepted(ts *typeState, nack bool) {
 			// which refreshed nothing: what the client kept is
 			// refreshed now. (Only for a response that changed a TTL
 			// resource: a rejected heartbeat does not call for another.)
-			st.hb.next = time.Now()
+			ts.beatDue = true
 		}
 	} else {
+		aliases := ts.t.URL == resource.VirtualHostType
 		for _, h := range a.inflight {
 			delete(a.kept, h.key)
-			delete(a.kept, h.sent) // the resource's name, if sent under an alias
+			delete(a.kept, h.sent)
+			if aliases && h.sent != "" && len(a.kept) > 0 {
+				// The client holds a virtual host by name: what it
+				// kept of it under an alias is over too.
+				for k, r := range a.kept {
+					if r != nil && r.Name == h.sent {
+						delete(a.kept, k)
+					}
+				}
+			}
 		}
 	}
 	clear(a.inflight) // keeps no resource alive

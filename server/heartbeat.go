@@ -24,8 +24,10 @@ const minHeartbeat = 50 * time.Millisecond
 // before it reads TTLs), and for a Listener or Cluster it takes a response
 // of heartbeats for one that lists none, removing every one of them. An
 // incremental client that rejects a response changing a TTL resource is
-// sent a heartbeat at once, of what it kept (see accepted). Guarded by the
-// stream's lock; the timer wakes the stream.
+// sent a heartbeat at once, of what it kept (see accepted); so is a type
+// whose real response was in flight at a slot, once it is answered
+// (typeState.beatDue). Guarded by the stream's lock; the timer wakes the
+// stream.
 type heartbeat struct {
 	timer    *time.Timer
 	interval time.Duration
@@ -77,16 +79,29 @@ func (hb *heartbeat) stop() {
 	hb.next = time.Time{}
 }
 
-// beatNowIfOwed makes heartbeats due now if ts's came due while its
-// response was in flight, which has just been answered, and wakes the
-// stream to send them (an ACK taken on the reader's goroutine has no turn
-// of its own).
-func (st *stream) beatNowIfOwed(ts *typeState) {
-	if ts.beatOwed {
-		ts.beatOwed = false
-		st.hb.next = time.Now()
+// wakeIfBeatDue wakes the stream to send ts's heartbeat if one is due now
+// that its response has been answered (an ACK taken on the reader's
+// goroutine has no turn of its own).
+func (st *stream) wakeIfBeatDue(ts *typeState) {
+	if ts.beatDue {
 		st.waker.wake()
 	}
+}
+
+// sendDueBeats sends the heartbeat of each type that is due one of its
+// own (beatDue) and has no response in flight; run after push, so that a
+// real update goes first.
+func (st *stream) sendDueBeats() error {
+	for _, ts := range st.types.list {
+		if !ts.beatDue || ts.waiting {
+			continue
+		}
+		ts.beatDue = false
+		if err := st.beat(ts); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // due reports whether heartbeats are due at now.
@@ -94,7 +109,11 @@ func (hb *heartbeat) due(now time.Time) bool {
 	return !hb.next.IsZero() && !now.Before(hb.next)
 }
 
-// sendHeartbeats sends a heartbeat for every type that holds TTL resources.
+// sendHeartbeats sends a heartbeat for every type that holds TTL
+// resources. A type with a response in flight gets none now, nor a whole
+// interval later, which would leave what the client holds to expire: its
+// heartbeat is due once the response is answered (beatDue), unless that
+// response is a heartbeat itself.
 func (st *stream) sendHeartbeats() error {
 	st.hb.stop()
 	for _, t := range st.order() {
@@ -103,27 +122,31 @@ func (st *stream) sendHeartbeats() error {
 			continue
 		}
 		if ts.waiting {
-			// Not now; but not a whole interval later either, which
-			// would leave what the client holds to expire.
-			ts.beatOwed = ts.ttls > 0 || ts.acc != nil
+			ts.beatDue = ts.beatDue || (!ts.beating && (ts.ttls > 0 || ts.acc != nil))
 			continue
 		}
-		var keys []string
-		ts.eachClientHeld(func(k string, r *resource.Resource) {
-			if st.ttlOf(r) > 0 {
-				keys = append(keys, k)
-			}
-		})
-		if len(keys) == 0 {
-			continue
-		}
-		sort.Strings(keys)
-		if err := st.sendHeartbeat(ts, keys); err != nil {
+		ts.beatDue = false
+		if err := st.beat(ts); err != nil {
 			return err
 		}
 	}
 	st.rearmHeartbeat()
 	return nil
+}
+
+// beat sends ts a heartbeat of the TTL resources the client holds, if any.
+func (st *stream) beat(ts *typeState) error {
+	var keys []string
+	ts.eachClientHeld(func(k string, r *resource.Resource) {
+		if st.ttlOf(r) > 0 {
+			keys = append(keys, k)
+		}
+	})
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	return st.sendHeartbeat(ts, keys)
 }
 
 // sendHeartbeat sends ts the heartbeat of keys, which hold TTL resources
@@ -133,6 +156,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	nonce := st.srv.nextNonce()
 	version := ts.lastVersion
 	st.await(ts, nonce)
+	ts.beating = true
 	st.status.sent(ts.t, version, nonce)
 	st.srv.metrics.responses.Add(1)
 	if st.delta {

@@ -165,6 +165,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	nonce := st.srv.nextNonce()
 	ts.sent, ts.lastVersion = true, ts.version()
 	st.await(ts, nonce)
+	ts.beating = false
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if !st.publishedAt.IsZero() {

@@ -156,6 +156,9 @@ func (st *stream) step(handle func() error) error {
 	if err := st.push(); err != nil {
 		return st.sendFailed(err)
 	}
+	if err := st.sendDueBeats(); err != nil {
+		return st.sendFailed(err)
+	}
 	st.publishedAt = time.Time{} // later responses answer requests, not the publication
 	st.rearmHeartbeat()
 	return nil
@@ -406,7 +409,7 @@ func (st *stream) stopWaiting(ts *typeState) {
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
-	st.beatNowIfOwed(ts)
+	st.wakeIfBeatDue(ts)
 	if nack {
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)

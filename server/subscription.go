@@ -33,9 +33,10 @@ type typeState struct {
 	nonce   string // latest nonce sent for this type, "" if none
 	waiting bool   // that response is not yet ACKed or NACKed
 	sent    bool   // at least one response was sent for this type
-	// beatOwed says heartbeats came due while the response was in
-	// flight: the type's goes as soon as the response is answered.
-	beatOwed bool
+	// beating says the outstanding response is a heartbeat; beatDue,
+	// that the type's heartbeat is to go as soon as it has no response
+	// in flight (see sendHeartbeats, recordAccepted).
+	beating, beatDue bool
 	// lastVersion is the version of the latest response (SotW version_info,
 	// delta system_version_info).
 	lastVersion string

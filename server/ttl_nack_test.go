@@ -147,33 +147,35 @@ func TestTTLAfterNACK(t *testing.T) {
 		s.ExpectNone()
 	})
 
-	t.Run("S11_L2_a_heartbeat_names_a_virtual_host_once_after_a_NACK", func(t *testing.T) {
-		// rc/vh is kept at v1 after a NACK; then the client subscribes
-		// an alias of it and accepts v2 under it: it holds rc/vh at v2
-		// (VHDS resources are held by name), which a heartbeat names
-		// once.
-		v1 := resource.MustNew(vhost("vh", "1", "foo.com").Message, resource.WithTTL(200*time.Millisecond))
-		v2 := resource.MustNew(vhost("vh", "2", "foo.com").Message, resource.WithTTL(200*time.Millisecond))
-		e := start(t, v1)
-		s := vhdsStream(t, e)
-		s.Send(dsub(vhds, "rc/vh"))
-		r := s.Recv()
-		publish(e, v2)
-		s.Send(dack(r))
-		for r = s.Recv(); resOf(t, r, "rc/vh").Resource == nil; r = s.Recv() {
+	// rc/vh (domain foo.com) is kept at v1 under one key after a NACK;
+	// then the client subscribes it by another and accepts v2: it holds
+	// rc/vh at v2 (VHDS resources are held by name), which a heartbeat
+	// names once, whichever key it goes by.
+	for _, keys := range [][2]string{{"rc/vh", "rc/foo.com"}, {"rc/foo.com", "rc/vh"}} {
+		t.Run("S11_L2_a_virtual_host_kept_under_"+keys[0]+"_then_accepted_under_"+keys[1], func(t *testing.T) {
+			v1 := resource.MustNew(vhost("vh", "1", "foo.com").Message, resource.WithTTL(200*time.Millisecond))
+			v2 := resource.MustNew(vhost("vh", "2", "foo.com").Message, resource.WithTTL(200*time.Millisecond))
+			e := start(t, v1)
+			s := vhdsStream(t, e)
+			s.Send(dsub(vhds, keys[0]))
+			r := s.Recv()
+			publish(e, v2)
 			s.Send(dack(r))
-		}
-		s.Send(dnack(r, "rejected"))
-		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: vhds, ResourceNamesSubscribe: []string{"rc/foo.com"}})
-		for r = s.Recv(); resOf(t, r, "rc/vh").Resource == nil; r = s.Recv() {
-			s.Send(dack(r)) // heartbeats of v1
-		}
-		s.Send(dack(r)) // v2 under the alias
-		hb := s.Recv()
-		if names := rawxds.DeltaNames(hb); len(names) != 1 || resOf(t, hb, "rc/vh").Version != v2.Version {
-			t.Fatalf("heartbeat names %v at %s, want rc/vh once at v2's %s", names, resOf(t, hb, "rc/vh").Version, v2.Version)
-		}
-	})
+			for r = s.Recv(); resOf(t, r, "rc/vh").Resource == nil; r = s.Recv() {
+				s.Send(dack(r))
+			}
+			s.Send(dnack(r, "rejected"))
+			s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: vhds, ResourceNamesSubscribe: []string{keys[1]}})
+			for r = s.Recv(); resOf(t, r, "rc/vh").Resource == nil; r = s.Recv() {
+				s.Send(dack(r)) // heartbeats of v1
+			}
+			s.Send(dack(r)) // v2 under the second key
+			hb := s.Recv()
+			if names := rawxds.DeltaNames(hb); len(names) != 1 || resOf(t, hb, "rc/vh").Version != v2.Version {
+				t.Fatalf("heartbeat names %v at %s, want rc/vh once at v2's %s", names, resOf(t, hb, "rc/vh").Version, v2.Version)
+			}
+		})
+	}
 }
 
 // In SotW, TTLs are refreshed by sending the resources again. After a
@@ -200,14 +202,15 @@ func TestSotWRefreshAfterNACK(t *testing.T) {
 		for range 2 {
 			hb := s.Recv()
 			refresh(t, hb, r.VersionInfo, "t", ttl)
-			var c clusterv3.Cluster
+			var p *clusterv3.Cluster
 			for _, a := range hb.Resources {
-				if a.TypeUrl != wrapperType && a.UnmarshalTo(&c) == nil && c.GetConnectTimeout().AsDuration() != 2*time.Second {
-					t.Fatalf("refresh has p at %v, want 2s, as last sent", c.GetConnectTimeout().AsDuration())
+				var c clusterv3.Cluster
+				if a.TypeUrl != wrapperType && a.UnmarshalTo(&c) == nil && c.Name == "p" {
+					p = &c
 				}
 			}
-			if len(hb.Resources) != 2 {
-				t.Fatalf("refresh lists %d clusters, want both", len(hb.Resources))
+			if len(hb.Resources) != 2 || p == nil || p.GetConnectTimeout().AsDuration() != 2*time.Second {
+				t.Fatalf("refresh lists %d clusters, p as %v; want t and p at 2s, as last sent", len(hb.Resources), p)
 			}
 			s.Send(nack(hb, r1.VersionInfo, "rejected again"))
 		}
@@ -236,44 +239,55 @@ func TestSotWRefreshAfterNACK(t *testing.T) {
 // have expired).
 func TestHeartbeatOwed(t *testing.T) {
 	t.Run("L2_a_heartbeat_skipped_for_a_response_in_flight_follows_its_answer", func(t *testing.T) {
-		c1 := resource.MustNew(clusterV("c", 1).Message, resource.WithTTL(time.Hour))
+		// Slots every 100 ms while the cluster's TTL is 200 ms; then the
+		// cluster's update takes the TTL to an hour, and the next slot is
+		// 30 minutes away: only an owed heartbeat comes before it.
+		c1 := resource.MustNew(clusterV("c", 1).Message, resource.WithTTL(200*time.Millisecond))
 		c2 := resource.MustNew(clusterV("c", 2).Message, resource.WithTTL(time.Hour))
 		e1 := withTTL(rawxds.Endpoints("c", 1), time.Hour)
 		e2 := withTTL(rawxds.Endpoints("c", 2), time.Hour)
 		e := start(t, c1, e1)
 		s := e.DeltaADS(t)
+		// until ACKs every response but the first for which want holds,
+		// which it returns unanswered.
+		until := func(want func(*discovery.DeltaDiscoveryResponse) bool) *discovery.DeltaDiscoveryResponse {
+			t.Helper()
+			for {
+				r := s.Recv()
+				if want(r) {
+					return r
+				}
+				s.Send(dack(r))
+			}
+		}
+		body := func(typeURL string, v *resource.Resource) func(*discovery.DeltaDiscoveryResponse) bool {
+			return func(r *discovery.DeltaDiscoveryResponse) bool {
+				return r.TypeUrl == typeURL && len(r.Resources) == 1 && r.Resources[0].Resource != nil && r.Resources[0].Version == v.Version
+			}
+		}
+		beat := func(typeURL string) func(*discovery.DeltaDiscoveryResponse) bool {
+			return func(r *discovery.DeltaDiscoveryResponse) bool {
+				return r.TypeUrl == typeURL && len(r.Resources) > 0 && r.Resources[0].Resource == nil
+			}
+		}
 		s.Send(dsub(cds))
-		s.Send(dack(s.Recv()))
+		s.Send(dack(until(body(cds, c1))))
 		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c"}})
-		s.Send(dack(s.Recv()))
+		s.Send(dack(until(body(eds, e1))))
 
 		publish(e, c1, e2)
-		endpoints := s.Recv() // left unanswered for now
-		if endpoints.TypeUrl != eds {
-			t.Fatalf("got %s, want the endpoints' update", endpoints.TypeUrl)
-		}
+		endpoints := until(body(eds, e2)) // left unanswered
+		// A clusters' heartbeat sent after it: a slot found it in flight.
+		s.Send(dack(until(beat(cds))))
 		publish(e, c2, e2)
-		clusters := s.Recv()
-		if clusters.TypeUrl != cds {
-			t.Fatalf("got %s, want the cluster's update", clusters.TypeUrl)
-		}
-		// Rejected: heartbeats are due at once (the cluster kept is
-		// refreshed), which the endpoints, in flight, miss.
-		s.Send(dnack(clusters, "rejected"))
-		if hb := s.Recv(); hb.TypeUrl != cds || resOf(t, hb, "c").Resource != nil {
-			t.Fatalf("after the NACK: %v, want the clusters' heartbeat", hb)
-		}
+		s.Send(dack(until(body(cds, c2))))
 		s.Send(dack(endpoints))
-		// The next slot is 30 minutes away: only an owed heartbeat comes.
-		for {
-			r := s.Recv()
-			if r.TypeUrl == eds && resOf(t, r, "c").Resource == nil {
-				if v := resOf(t, r, "c").Version; v != e2.Version {
-					t.Fatalf("endpoints' heartbeat at %s, want %s", v, e2.Version)
-				}
-				break
-			}
-			s.Send(dack(r))
+		hb := until(beat(eds))
+		if v := hb.Resources[0].Version; v != e2.Version {
+			t.Fatalf("endpoints' heartbeat at %s, want %s", v, e2.Version)
 		}
+		// Nothing more: the owed heartbeat does not call for another.
+		s.Send(dack(hb))
+		s.ExpectNone()
 	})
 }
