@@ -154,13 +154,12 @@ func (st *stream) beat(ts *typeState) error {
 func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	keys = oncePerResource(ts, keys)
 	nonce := st.srv.nextNonce()
-	version := ts.lastVersion
 	st.await(ts, nonce)
 	ts.beating = true
-	st.status.sent(ts.t, version, nonce)
+	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if st.delta {
-		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: version, TypeUrl: ts.t.URL, Nonce: nonce}
+		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
 		for _, k := range keys {
 			r := ts.clientHeldAt(k)
 			resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
@@ -179,7 +178,7 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	for _, k := range keys {
 		bodies = append(bodies, st.sotwBody(ts.clientHeldAt(k)))
 	}
-	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: version, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
+	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
 }
 
 // oncePerResource returns keys without those under which the client holds
