@@ -79,24 +79,17 @@ func (hb *heartbeat) stop() {
 	hb.next = time.Time{}
 }
 
-// wakeIfBeatDue wakes the stream to send ts's heartbeat if one is due now
-// that its response has been answered (an ACK taken on the reader's
-// goroutine has no turn of its own).
-func (st *stream) wakeIfBeatDue(ts *typeState) {
-	if ts.beatDue {
-		st.waker.wake()
-	}
-}
-
 // sendDueBeats sends the heartbeat of each type that is due one of its
-// own (beatDue) and has no response in flight; run after push, so that a
-// real update goes first.
-func (st *stream) sendDueBeats() error {
+// own (beatDue) and has no response in flight. It runs after push, so that
+// a real update goes first, but only once: a type that was sent one while
+// its heartbeat was due (beatDeferred, set by send) gets its heartbeat
+// before the next push (deferred true), however fast updates follow.
+func (st *stream) sendDueBeats(deferred bool) error {
 	for _, ts := range st.types.list {
-		if !ts.beatDue || ts.waiting {
+		if !ts.beatDue || ts.waiting || (deferred && !ts.beatDeferred) {
 			continue
 		}
-		ts.beatDue = false
+		ts.beatDue, ts.beatDeferred = false, false
 		if err := st.beat(ts); err != nil {
 			return err
 		}
@@ -125,7 +118,7 @@ func (st *stream) sendHeartbeats() error {
 			ts.beatDue = ts.beatDue || (!ts.beating && (ts.ttls > 0 || ts.acc != nil))
 			continue
 		}
-		ts.beatDue = false
+		ts.beatDue, ts.beatDeferred = false, false
 		if err := st.beat(ts); err != nil {
 			return err
 		}

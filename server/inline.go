@@ -219,8 +219,8 @@ func (st *stream) ackInline(node []byte, acks func(*typeState) bool) bool {
 			continue
 		}
 		st.recordReply(ts, ts.lastVersion, "", false)
-		if st.held {
-			st.waker.wake()
+		if st.held || ts.beatDue {
+			st.waker.wake() // a turn sends what was waiting for this ACK
 		}
 		return true
 	}

@@ -166,6 +166,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	ts.sent, ts.lastVersion = true, ts.version()
 	st.await(ts, nonce)
 	ts.beating = false
+	ts.beatDeferred = ts.beatDue // a real update went first: the heartbeat goes next
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if !st.publishedAt.IsZero() {

@@ -153,10 +153,13 @@ func (st *stream) step(handle func() error) error {
 			return st.sendFailed(err)
 		}
 	}
+	if err := st.sendDueBeats(true); err != nil {
+		return st.sendFailed(err)
+	}
 	if err := st.push(); err != nil {
 		return st.sendFailed(err)
 	}
-	if err := st.sendDueBeats(); err != nil {
+	if err := st.sendDueBeats(false); err != nil {
 		return st.sendFailed(err)
 	}
 	st.publishedAt = time.Time{} // later responses answer requests, not the publication
@@ -409,7 +412,6 @@ func (st *stream) stopWaiting(ts *typeState) {
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
-	st.wakeIfBeatDue(ts)
 	if nack {
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)

@@ -35,8 +35,9 @@ type typeState struct {
 	sent    bool   // at least one response was sent for this type
 	// beating says the outstanding response is a heartbeat; beatDue,
 	// that the type's heartbeat is to go as soon as it has no response
-	// in flight (see sendHeartbeats, recordAccepted).
-	beating, beatDue bool
+	// in flight (see sendHeartbeats, recordAccepted); beatDeferred, that
+	// a real update went first once (see sendDueBeats).
+	beating, beatDue, beatDeferred bool
 	// lastVersion is the version of the latest response (SotW version_info,
 	// delta system_version_info).
 	lastVersion string

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -233,61 +234,119 @@ func TestSotWRefreshAfterNACK(t *testing.T) {
 	})
 }
 
+// owedSetup leaves a delta ADS stream holding cluster c and its endpoints,
+// both with a TTL of an hour, with the endpoints' heartbeat owed: a slot
+// (every 100 ms while the cluster's TTL was 200 ms) found their update in
+// flight, and the cluster's own update has since taken the slots to 30
+// minutes apart. It returns the unanswered endpoints' update. The
+// snapshot also has endpoints x1 to x3, not yet subscribed.
+func owedSetup(t *testing.T) (*rawxds.Env, *owedStream, *discovery.DeltaDiscoveryResponse) {
+	c1 := resource.MustNew(clusterV("c", 1).Message, resource.WithTTL(200*time.Millisecond))
+	e := start(t, owedSnap(c1, 1)...)
+	s := &owedStream{t: t, Delta: e.DeltaADS(t)}
+	s.Send(dsub(cds))
+	s.Send(dack(s.until(body(cds, c1))))
+	s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c"}})
+	s.Send(dack(s.until(body(eds, owedE(1)))))
+
+	publish(e, owedSnap(c1, 2)...)
+	endpoints := s.until(body(eds, owedE(2))) // left unanswered
+	// A clusters' heartbeat sent after the endpoints' update: a slot
+	// found the endpoints' update in flight.
+	s.Send(dack(s.until(beat(cds))))
+	publish(e, owedSnap(owedC2, 2)...)
+	s.Send(dack(s.until(body(cds, owedC2))))
+	return e, s, endpoints
+}
+
+// owedC2 is owedSetup's cluster at an hour's TTL.
+var owedC2 = resource.MustNew(clusterV("c", 2).Message, resource.WithTTL(time.Hour))
+
+// owedE is owedSetup's endpoints of c, at an hour's TTL.
+func owedE(port uint32) *resource.Resource { return withTTL(rawxds.Endpoints("c", port), time.Hour) }
+
+// owedSnap is owedSetup's snapshot: the cluster, its endpoints at port,
+// and endpoints x1 to x3.
+func owedSnap(c *resource.Resource, port uint32) []*resource.Resource {
+	rs := []*resource.Resource{c, owedE(port)}
+	for i := uint32(1); i <= 3; i++ {
+		rs = append(rs, withTTL(rawxds.Endpoints(fmt.Sprintf("x%d", i), i), time.Hour))
+	}
+	return rs
+}
+
+// owedStream is an incremental stream with a helper to skip responses.
+type owedStream struct {
+	t testing.TB
+	*rawxds.Delta
+}
+
+// until ACKs every response but the first for which want holds, which it
+// returns unanswered.
+func (s *owedStream) until(want func(*discovery.DeltaDiscoveryResponse) bool) *discovery.DeltaDiscoveryResponse {
+	s.t.Helper()
+	for {
+		r := s.Recv()
+		if want(r) {
+			return r
+		}
+		s.Send(dack(r))
+	}
+}
+
+// body matches a response carrying typeURL's one resource at v's version.
+func body(typeURL string, v *resource.Resource) func(*discovery.DeltaDiscoveryResponse) bool {
+	return func(r *discovery.DeltaDiscoveryResponse) bool {
+		return r.TypeUrl == typeURL && len(r.Resources) == 1 && r.Resources[0].Resource != nil && r.Resources[0].Version == v.Version
+	}
+}
+
+// beat matches a heartbeat of typeURL.
+func beat(typeURL string) func(*discovery.DeltaDiscoveryResponse) bool {
+	return func(r *discovery.DeltaDiscoveryResponse) bool {
+		return r.TypeUrl == typeURL && len(r.Resources) > 0 && r.Resources[0].Resource == nil
+	}
+}
+
 // A heartbeat slot that finds a type's response in flight skips the type;
 // its heartbeat goes as soon as the response is answered, not a whole
 // interval later (by when, at half the TTL, what the client holds may
 // have expired).
 func TestHeartbeatOwed(t *testing.T) {
 	t.Run("L2_a_heartbeat_skipped_for_a_response_in_flight_follows_its_answer", func(t *testing.T) {
-		// Slots every 100 ms while the cluster's TTL is 200 ms; then the
-		// cluster's update takes the TTL to an hour, and the next slot is
-		// 30 minutes away: only an owed heartbeat comes before it.
-		c1 := resource.MustNew(clusterV("c", 1).Message, resource.WithTTL(200*time.Millisecond))
-		c2 := resource.MustNew(clusterV("c", 2).Message, resource.WithTTL(time.Hour))
-		e1 := withTTL(rawxds.Endpoints("c", 1), time.Hour)
-		e2 := withTTL(rawxds.Endpoints("c", 2), time.Hour)
-		e := start(t, c1, e1)
-		s := e.DeltaADS(t)
-		// until ACKs every response but the first for which want holds,
-		// which it returns unanswered.
-		until := func(want func(*discovery.DeltaDiscoveryResponse) bool) *discovery.DeltaDiscoveryResponse {
-			t.Helper()
-			for {
-				r := s.Recv()
-				if want(r) {
-					return r
-				}
-				s.Send(dack(r))
-			}
-		}
-		body := func(typeURL string, v *resource.Resource) func(*discovery.DeltaDiscoveryResponse) bool {
-			return func(r *discovery.DeltaDiscoveryResponse) bool {
-				return r.TypeUrl == typeURL && len(r.Resources) == 1 && r.Resources[0].Resource != nil && r.Resources[0].Version == v.Version
-			}
-		}
-		beat := func(typeURL string) func(*discovery.DeltaDiscoveryResponse) bool {
-			return func(r *discovery.DeltaDiscoveryResponse) bool {
-				return r.TypeUrl == typeURL && len(r.Resources) > 0 && r.Resources[0].Resource == nil
-			}
-		}
-		s.Send(dsub(cds))
-		s.Send(dack(until(body(cds, c1))))
-		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c"}})
-		s.Send(dack(until(body(eds, e1))))
-
-		publish(e, c1, e2)
-		endpoints := until(body(eds, e2)) // left unanswered
-		// A clusters' heartbeat sent after it: a slot found it in flight.
-		s.Send(dack(until(beat(cds))))
-		publish(e, c2, e2)
-		s.Send(dack(until(body(cds, c2))))
+		e, s, endpoints := owedSetup(t)
 		s.Send(dack(endpoints))
-		hb := until(beat(eds))
-		if v := hb.Resources[0].Version; v != e2.Version {
-			t.Fatalf("endpoints' heartbeat at %s, want %s", v, e2.Version)
+		hb := s.until(beat(eds))
+		if v := hb.Resources[0].Version; v != owedE(2).Version {
+			t.Fatalf("endpoints' heartbeat at %s, want %s", v, owedE(2).Version)
 		}
-		// Nothing more: the owed heartbeat does not call for another.
+		// No more heartbeats: the owed one does not call for another.
+		// (The endpoints may still be sent again after the cluster's
+		// update, O2.) A change is the barrier.
 		s.Send(dack(hb))
-		s.ExpectNone()
+		publish(e, owedSnap(owedC2, 3)...)
+		for r := s.Recv(); !body(eds, owedE(3))(r); r = s.Recv() {
+			if beat(eds)(r) || beat(cds)(r) {
+				t.Fatalf("another heartbeat: %v", r)
+			}
+			s.Send(dack(r))
+		}
+	})
+
+	t.Run("L2_an_owed_heartbeat_lets_one_update_go_first_not_every_one", func(t *testing.T) {
+		// Each answer also subscribes more endpoints, which the same turn
+		// would send: a real update goes before the owed heartbeat once;
+		// then the heartbeat goes.
+		_, s, r := owedSetup(t)
+		for i, name := range []string{"x1", "x2", "x3"} {
+			s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r.Nonce, ResourceNamesSubscribe: []string{name}})
+			if r = s.Recv(); beat(eds)(r) {
+				if i == 0 {
+					t.Fatalf("the heartbeat went before the first update")
+				}
+				return
+			}
+		}
+		t.Fatalf("three updates went before the owed heartbeat, the last %v", r)
 	})
 }
