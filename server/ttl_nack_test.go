@@ -78,9 +78,7 @@ func recvUpdate(t *testing.T, s *rawxds.Delta) *discovery.DeltaDiscoveryResponse
 // only at the version it accepted: Envoy compares a delta heartbeat with
 // the resource's accepted version. Heartbeats after a NACK must carry it,
 // not the rejected version, or what the client holds expires while the
-// server is up. In SotW, where TTLs are refreshed by sending the resources
-// again, the refresh carries what the client kept, at the version_info it
-// accepted.
+// server is up. (SotW: see TestSotWRefreshAfterNACK.)
 func TestTTLAfterNACK(t *testing.T) {
 	t.Run("L2_D10_delta_heartbeat_after_a_NACK_is_at_the_accepted_version", func(t *testing.T) {
 		v1 := withTTL(rawxds.Endpoints("a", 1), 200*time.Millisecond)
