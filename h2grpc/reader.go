@@ -37,7 +37,7 @@ func newReader(nc net.Conn, rc syscall.RawConn) io.Reader {
 	if rc == nil {
 		return bufio.NewReaderSize(nc, 4<<10)
 	}
-	return &pooledReader{rc: rc}
+	return &pooledReader{rc: rc, inq: newInqReader(rc)}
 }
 
 // pooledReader reads a socket through a buffer from readBufs, taken when
@@ -54,8 +54,9 @@ func newReader(nc net.Conn, rc syscall.RawConn) io.Reader {
 // entry into the netpoller's read.
 type pooledReader struct {
 	rc   syscall.RawConn
-	buf  *[]byte // nil while there is nothing unread and no read is under way
-	r, w int     // unread bytes are (*buf)[r:w]
+	inq  *inqReader // nil unless the socket tells what each read left in it
+	buf  *[]byte    // nil while there is nothing unread and no read is under way
+	r, w int        // unread bytes are (*buf)[r:w]
 
 	// big is set once a frame outgrew the small buffer: the reads that
 	// follow start in a big one, since a client that repeats a large node
@@ -176,7 +177,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			}
 			buf = p.grow()
 		}
-		n, err := sysRead(fd, buf[p.w:])
+		n, left, err := p.inq.read(fd, buf[p.w:])
 		if wouldBlock(err) {
 			// Nothing left over, or what frames needs more of: the start
 			// of a frame, whose rest a client sends with it (a frame is
@@ -199,8 +200,11 @@ func (p *pooledReader) read(fd uintptr) bool {
 		if !p.boundary {
 			return true
 		}
-		if p.w-p.r < p.need {
-			continue // the frame frames waits for is not whole yet
+		if p.w-p.r < p.need { // the frame frames waits for is not whole yet
+			if left == 0 {
+				return false // (see below)
+			}
+			continue
 		}
 		used, need, err := p.frames(buf[p.r:p.w])
 		p.r += used
@@ -215,7 +219,14 @@ func (p *pooledReader) read(fd uintptr) bool {
 		}
 		// Read on until the socket has nothing: a short read does not
 		// tell that the client's FIN did not come with the data, and the
-		// readiness the netpoller reported for both is spent.
+		// readiness the netpoller reported for both is spent. A read that
+		// tells it left nothing, not even the FIN, does: wait at once.
+		// (Only within this fill: RawConn.Read forgets, before its first
+		// call of read, a readiness reported since, so each fill reads.)
+		if left == 0 {
+			p.release()
+			return false
+		}
 	}
 }
 
