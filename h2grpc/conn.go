@@ -128,6 +128,9 @@ func (c *conn) handshake() error {
 		return errors.New("h2grpc: not an HTTP/2 client preface")
 	}
 	_ = c.raw.SetDeadline(time.Time{})
+	if c.pr != nil {
+		c.pr.guardWith(c.raw.SetReadDeadline)
+	}
 	c.fr = http2.NewFramer(io.Discard, c.r)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)

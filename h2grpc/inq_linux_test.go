@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -60,17 +61,25 @@ func TestInqReaderTellsWhatIsLeft(t *testing.T) {
 	}
 }
 
-// TestReaderSeesEndAfterWholeFrame checks that a client that ends a
-// frame and closes at once, in one segment, is seen to end: the read that
-// took the frame's end left nothing but the FIN, whose readiness it spent
-// (the reader was waiting for the frame's end when both came), and the
-// reader, told that something is left, reads on to the end instead of
-// waiting for the socket again.
-func TestReaderSeesEndAfterWholeFrame(t *testing.T) {
-	client, rc := socketPair(t)
-	const want = 100
-	called := make(chan struct{}, 1)
+// guardedReader returns a connection's client side and the reader of its
+// server side, set up as a connection's after its handshake (guardWith),
+// with waits on a read's word bounded by recheck, and frames that say a
+// frame is want bytes long and, once it has one, that it wants a header
+// more. called gets a value (if it has room) at each call of frames.
+func guardedReader(t *testing.T, recheck time.Duration, want int) (*net.TCPConn, *pooledReader, chan struct{}) {
+	t.Helper()
+	client, server := tcpPair(t)
+	rc, err := server.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := &pooledReader{rc: rc, inq: newInqReader(rc)}
+	p.guardWith(server.SetReadDeadline)
+	if p.deadline == nil {
+		t.Fatal("the reader's waits are not guarded")
+	}
+	p.recheck = recheck
+	called := make(chan struct{}, 1)
 	p.frames = func(b []byte) (int, int, error) {
 		select {
 		case called <- struct{}{}:
@@ -79,18 +88,39 @@ func TestReaderSeesEndAfterWholeFrame(t *testing.T) {
 		if len(b) < want {
 			return 0, want, nil
 		}
-		return want, frameHeaderLen, nil // all used; then wants a header more
+		return want, frameHeaderLen, nil
 	}
+	t.Cleanup(func() { shutdown(rc) })
+	return client, p, called
+}
+
+// readFrame runs p.Read for a frame header (p at a boundary, so frames
+// runs inside the read) and returns its error, or fails the test if it
+// does not return within 10 s.
+func readFrame(t *testing.T, p *pooledReader, start func()) error {
+	t.Helper()
 	p.atBoundary()
 	done := make(chan error, 1)
 	go func() { _, err := p.Read(make([]byte, frameHeaderLen)); done <- err }()
-
-	if _, err := client.Write(make([]byte, want/2)); err != nil {
-		t.Fatal(err)
+	if start != nil {
+		start()
 	}
-	<-called // the reader has the frame's start, and waits in this fill for its end
-	// Corked, the end and the FIN go in one segment: one readiness for both.
-	cc, err := client.(*net.TCPConn).SyscallConn()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		_ = p.rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+		<-done
+		t.Fatal("the reader is still waiting")
+		return nil
+	}
+}
+
+// cork holds back what c writes until it closes, so that its last write
+// and its FIN (or the rest) go in one segment.
+func cork(t *testing.T, c *net.TCPConn) {
+	t.Helper()
+	cc, err := c.SyscallConn()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,21 +130,109 @@ func TestReaderSeesEndAfterWholeFrame(t *testing.T) {
 	}); err != nil || serr != nil {
 		t.Fatal(err, serr)
 	}
-	if _, err := client.Write(make([]byte, want/2)); err != nil {
-		t.Fatal(err)
-	}
-	if err := client.Close(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
-		if !errors.Is(err, io.EOF) {
-			t.Fatalf("Read returned %v, want io.EOF", err)
+}
+
+// TestReaderSeesEndAfterWholeFrame checks that a client that ends a
+// frame and closes at once, in one segment, is seen to end at once: the
+// read that took the frame's end left nothing but the FIN, whose readiness
+// it spent (the reader was waiting for the frame's end when both came),
+// and the reader, told that something is left, reads on to the end
+// instead of waiting for the socket again (the wait's bound, an hour here,
+// would end it much later).
+func TestReaderSeesEndAfterWholeFrame(t *testing.T) {
+	const want = 100
+	client, p, called := guardedReader(t, time.Hour, want)
+	err := readFrame(t, p, func() {
+		if _, err := client.Write(make([]byte, want/2)); err != nil {
+			t.Error(err)
 		}
-	case <-time.After(10 * time.Second):
-		shutdown(rc)
-		<-done
-		t.Fatal("the reader missed the client's FIN that came with its frame's end")
+		<-called // the reader has the frame's start, and waits in this fill for its end
+		cork(t, client)
+		if _, err := client.Write(make([]byte, want/2)); err != nil {
+			t.Error(err)
+		}
+		if err := client.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Read returned %v, want io.EOF", err)
+	}
+}
+
+// TestReaderSeesResetAfterData checks that a client that sends data and
+// resets the connection (a close with SO_LINGER 0, or with data it did
+// not read) is seen to end: Linux's count of what a read left does not
+// count the reset, so the reader, told that nothing is left, waits; the
+// wait's bound (50 ms here) ends it, and the read after it finds the
+// reset. The reset comes after a whole frame, and inside one.
+func TestReaderSeesResetAfterData(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sent int // bytes of the 100-byte frame the client sends before its reset
+	}{{"after a whole frame", 100}, {"inside a frame", 50}} {
+		t.Run(tc.name, func(t *testing.T) {
+			const want = 100
+			client, p, _ := guardedReader(t, 50*time.Millisecond, want)
+			if _, err := client.Write(make([]byte, tc.sent)); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.SetLinger(0); err != nil {
+				t.Fatal(err)
+			}
+			if err := client.Close(); err != nil { // through loopback, the data and the reset are queued on return
+				t.Fatal(err)
+			}
+			// Spend the socket's readiness for both, as the wake that leads
+			// to a read does: wait for it (unless the netpoller took it
+			// before the wait began, which forgets it: then the wait times
+			// out).
+			if err := p.deadline(time.Now().Add(100 * time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			first := true
+			if err := p.rc.Read(func(uintptr) bool { ok := !first; first = false; return ok }); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatal(err)
+			}
+			if err := p.deadline(time.Time{}); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			for err == nil { // the bytes of a frame inside come first
+				err = readFrame(t, p, nil)
+			}
+			if !errors.Is(err, syscall.ECONNRESET) {
+				t.Fatalf("Read returned %v, want ECONNRESET", err)
+			}
+		})
+	}
+}
+
+// TestReaderWaitsAfterBoundOnIdle checks that the wait's bound ends only
+// the wait on a read's word: a connection idle for longer than the bound
+// still reads what comes after it, and Read returns no timeout.
+func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
+	const want = 100
+	client, p, called := guardedReader(t, 20*time.Millisecond, want)
+	err := readFrame(t, p, func() {
+		if _, err := client.Write(make([]byte, want)); err != nil {
+			t.Error(err)
+		}
+		<-called // the frame is handled; the reader waits for more, bounded
+		// Let the bound run out, and the read after it find nothing: the
+		// reader must then wait without a bound. (A lapse of time is what
+		// is tested; nothing signals it.)
+		time.Sleep(200 * time.Millisecond)
+		if _, err := client.Write(make([]byte, want)); err != nil {
+			t.Error(err)
+		}
+		<-called
+		if err := client.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	if !errors.Is(err, io.EOF) {
+		t.Fatalf("Read returned %v, want io.EOF after two frames", err)
 	}
 }
 

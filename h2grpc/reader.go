@@ -4,10 +4,13 @@ package h2grpc
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // readBufs and bigReadBufs hold the read buffers of connections that have
@@ -72,6 +75,13 @@ type pooledReader struct {
 	boundary bool         // the read loop is at a frame boundary: frames may run
 	need     int          // while boundary: the bytes past r that frames needs before it runs again
 
+	// A wait on a read's word that it left nothing in the socket (inq) is
+	// bounded by a read deadline: see trustLeft.
+	deadline   func(time.Time) error // the socket's SetReadDeadline; nil until guardWith
+	recheck    time.Duration         // how long such a wait lasts before fill reads again
+	guardUntil time.Time             // the read deadline trustLeft set; zero if none is
+	rechecking bool                  // fill reads until EAGAIN: a bounded wait ran out
+
 	// The read fill passes to rc, made once (a closure would be allocated
 	// on every read), and its arguments and results.
 	readFn func(fd uintptr) bool
@@ -131,6 +141,16 @@ func (p *pooledReader) fill(b []byte) error {
 	}
 	p.dst, p.direct = b, -1
 	err := p.rc.Read(p.readFn)
+	for err != nil && !p.guardUntil.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+		// A wait on a read's word ran out (or its deadline passed since):
+		// read the socket until it says it has nothing (trustLeft).
+		p.guardUntil = time.Time{}
+		if err = p.deadline(time.Time{}); err == nil {
+			p.rechecking = true
+			err = p.rc.Read(p.readFn)
+			p.rechecking = false
+		}
+	}
 	p.dst, p.boundary = nil, false
 	switch {
 	case err != nil:
@@ -201,7 +221,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			return true
 		}
 		if p.w-p.r < p.need { // the frame frames waits for is not whole yet
-			if left == 0 {
+			if left == 0 && p.trustLeft() {
 				return false // (see below)
 			}
 			continue
@@ -220,14 +240,53 @@ func (p *pooledReader) read(fd uintptr) bool {
 		// Read on until the socket has nothing: a short read does not
 		// tell that the client's FIN did not come with the data, and the
 		// readiness the netpoller reported for both is spent. A read that
-		// tells it left nothing, not even the FIN, does: wait at once.
-		// (Only within this fill: RawConn.Read forgets, before its first
-		// call of read, a readiness reported since, so each fill reads.)
-		if left == 0 {
+		// tells it left nothing, not even the FIN, does: wait at once, for
+		// a while (trustLeft). (Only within this fill: RawConn.Read
+		// forgets, before its first call of read, a readiness reported
+		// since, so each fill reads.)
+		if left == 0 && p.trustLeft() {
 			p.release()
 			return false
 		}
 	}
+}
+
+// inqRecheck is how long a connection's reader waits on a read's word that
+// it left nothing in the socket before it reads the socket again.
+const inqRecheck = 10 * time.Second
+
+// guardWith lets the reader wait on a read's word that it left nothing in
+// the socket, if its reads tell that (inq), bounding the wait with
+// deadline, the socket's SetReadDeadline, which nothing else may use from
+// then on.
+func (p *pooledReader) guardWith(deadline func(time.Time) error) {
+	if p.inq != nil {
+		p.deadline, p.recheck = deadline, inqRecheck
+	}
+}
+
+// trustLeft reports whether the reader may wait for the socket on a read's
+// word that it left nothing (TCP_INQ), and bounds that wait. Linux counts
+// a FIN as a byte left, but not a reset (or another error) that came after
+// the data: the read returns the data and leaves the error, whose
+// readiness the wake that led to the read spent, so a wait on the word
+// alone could last for ever. So such waits end at a read deadline, after
+// which fill reads until the socket says EAGAIN (or the error). The
+// deadline is moved only once half of it has passed: a busy connection's
+// reads cost a clock reading, not a timer's reset; an idle one wakes once.
+func (p *pooledReader) trustLeft() bool {
+	if p.deadline == nil || p.rechecking {
+		return false
+	}
+	now := time.Now()
+	if p.guardUntil.Sub(now) < p.recheck/2 {
+		until := now.Add(p.recheck)
+		if p.deadline(until) != nil {
+			return false
+		}
+		p.guardUntil = until
+	}
+	return true
 }
 
 // grow moves the unread bytes to a buffer from bigReadBufs, gives the

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 )
 
 // newReader returns a buffered reader of nc. (On Unix, it holds no buffer
@@ -23,6 +24,9 @@ type pooledReader struct{ frames frameHandler }
 func (p *pooledReader) Read([]byte) (int, error) { return 0, io.EOF }
 func (p *pooledReader) take(int) ([]byte, bool)  { return nil, false }
 func (p *pooledReader) atBoundary()              {}
+
+// guardWith does nothing: see reader.go.
+func (p *pooledReader) guardWith(func(time.Time) error) {}
 
 // newWriter returns nc. (On Unix, sockets are written without announcing
 // the system call to the scheduler: see writer.go.)
