@@ -146,7 +146,7 @@ func TestReaderSeesEndAfterWholeFrame(t *testing.T) {
 		if _, err := client.Write(make([]byte, want/2)); err != nil {
 			t.Error(err)
 		}
-		<-called // the reader has the frame's start, and waits in this fill for its end
+		waitCalled(t, called) // the reader has the frame's start, and waits in this fill for its end
 		cork(t, client)
 		if _, err := client.Write(make([]byte, want/2)); err != nil {
 			t.Error(err)
@@ -210,29 +210,76 @@ func TestReaderSeesResetAfterData(t *testing.T) {
 
 // TestReaderWaitsAfterBoundOnIdle checks that the wait's bound ends only
 // the wait on a read's word: a connection idle for longer than the bound
-// still reads what comes after it, and Read returns no timeout.
+// still reads what comes after it, Read returns no timeout, and the reads
+// after the one that found the socket empty trust their word again (the
+// recheck does not outlast the read that ends it, which, frames handling
+// all a client sends, may last as long as the connection).
 func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
 	const want = 100
-	client, p, called := guardedReader(t, 20*time.Millisecond, want)
-	err := readFrame(t, p, func() {
-		if _, err := client.Write(make([]byte, want)); err != nil {
-			t.Error(err)
+	client, server := tcpPair(t)
+	rc, err := server.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pooledReader{rc: rc, inq: newInqReader(rc)}
+	p.guardWith(server.SetReadDeadline)
+	p.recheck = 20 * time.Millisecond
+	t.Cleanup(func() { shutdown(rc) })
+	type state struct {
+		bounded, rechecking bool // as frames finds the reader, on its goroutine
+	}
+	states := make(chan state, 3)
+	p.frames = func(b []byte) (int, int, error) {
+		states <- state{!p.guardUntil.IsZero(), p.rechecking}
+		return want, frameHeaderLen, nil // each write below is a frame
+	}
+	next := func() state {
+		t.Helper()
+		select {
+		case st := <-states:
+			return st
+		case <-time.After(10 * time.Second):
+			t.Fatal("frames was not called")
+			return state{}
 		}
-		<-called // the frame is handled; the reader waits for more, bounded
+	}
+	write := func() {
+		t.Helper()
+		if _, err := client.Write(make([]byte, want)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err = readFrame(t, p, func() {
+		write()
+		next() // the frame is handled; the reader waits for more, bounded
 		// Let the bound run out, and the read after it find nothing: the
 		// reader must then wait without a bound. (A lapse of time is what
 		// is tested; nothing signals it.)
 		time.Sleep(200 * time.Millisecond)
-		if _, err := client.Write(make([]byte, want)); err != nil {
-			t.Error(err)
+		write()
+		if st := next(); st.bounded || st.rechecking {
+			t.Errorf("after the bound ran out, the reader found %+v, want neither", st)
 		}
-		<-called
+		write()
+		if st := next(); !st.bounded || st.rechecking {
+			t.Errorf("a frame later, the reader found %+v, want its wait bounded again, not rechecking", st)
+		}
 		if err := client.Close(); err != nil {
 			t.Error(err)
 		}
 	})
 	if !errors.Is(err, io.EOF) {
-		t.Fatalf("Read returned %v, want io.EOF after two frames", err)
+		t.Fatalf("Read returned %v, want io.EOF after three frames", err)
+	}
+}
+
+// waitCalled waits up to 10 s for frames to be called.
+func waitCalled(t *testing.T, called <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-called:
+	case <-time.After(10 * time.Second):
+		t.Fatal("frames was not called")
 	}
 }
 

@@ -80,7 +80,7 @@ type pooledReader struct {
 	deadline   func(time.Time) error // the socket's SetReadDeadline; nil until guardWith
 	recheck    time.Duration         // how long such a wait lasts before fill reads again
 	guardUntil time.Time             // the read deadline trustLeft set; zero if none is
-	rechecking bool                  // fill reads until EAGAIN: a bounded wait ran out
+	rechecking bool                  // a bounded wait ran out: fill reads until EAGAIN
 
 	// The read fill passes to rc, made once (a closure would be allocated
 	// on every read), and its arguments and results.
@@ -143,7 +143,8 @@ func (p *pooledReader) fill(b []byte) error {
 	err := p.rc.Read(p.readFn)
 	for err != nil && !p.guardUntil.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
 		// A wait on a read's word ran out (or its deadline passed since):
-		// read the socket until it says it has nothing (trustLeft).
+		// read the socket until it says it has nothing (trustLeft), which
+		// ends the recheck, though not this read if frames handles all.
 		p.guardUntil = time.Time{}
 		if err = p.deadline(time.Time{}); err == nil {
 			p.rechecking = true
@@ -172,6 +173,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			p.release()
 			n, err := sysRead(fd, p.dst)
 			if wouldBlock(err) {
+				p.rechecking = false // the socket said it has nothing: the wait is sound
 				return false
 			}
 			if err != nil || n == 0 {
@@ -207,6 +209,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 			// rest after it. A connection that stops inside a frame so
 			// holds its buffer, 64 KiB if the frame was larger than the
 			// first, until the rest comes.
+			p.rechecking = false // the socket said it has nothing: the wait is sound
 			p.release()
 			return false
 		}
