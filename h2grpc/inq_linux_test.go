@@ -216,15 +216,7 @@ func TestReaderSeesResetAfterData(t *testing.T) {
 // all a client sends, may last as long as the connection).
 func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
 	const want = 100
-	client, server := tcpPair(t)
-	rc, err := server.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &pooledReader{rc: rc, inq: newInqReader(rc)}
-	p.guardWith(server.SetReadDeadline)
-	p.recheck = 20 * time.Millisecond
-	t.Cleanup(func() { shutdown(rc) })
+	client, p, _ := guardedReader(t, 20*time.Millisecond, want)
 	type state struct {
 		bounded, rechecking bool // as frames finds the reader, on its goroutine
 	}
@@ -249,7 +241,7 @@ func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	err = readFrame(t, p, func() {
+	err := readFrame(t, p, func() {
 		write()
 		next() // the frame is handled; the reader waits for more, bounded
 		// Let the bound run out, and the read after it find nothing: the
