@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -246,7 +245,7 @@ func TestEOFWithData(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				raw.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_CORK, 1) })
+				raw.Control(corkSocket)
 			}
 			if _, err := nc.Write(w.Bytes()); err != nil {
 				t.Fatal(err)
