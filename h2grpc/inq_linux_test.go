@@ -217,10 +217,21 @@ func TestReaderSeesResetAfterData(t *testing.T) {
 func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
 	const want = 100
 	client, p, _ := guardedReader(t, 20*time.Millisecond, want)
+	cleared := make(chan struct{}, 1) // fill clears the deadline once the bound ran out
+	set := p.deadline
+	p.deadline = func(d time.Time) error {
+		if d.IsZero() {
+			select {
+			case cleared <- struct{}{}:
+			default:
+			}
+		}
+		return set(d)
+	}
 	type state struct {
 		bounded, rechecking bool // as frames finds the reader, on its goroutine
 	}
-	states := make(chan state, 3)
+	states := make(chan state, 1)
 	p.frames = func(b []byte) (int, int, error) {
 		states <- state{!p.guardUntil.IsZero(), p.rechecking}
 		return want, frameHeaderLen, nil // each write below is a frame
@@ -241,27 +252,38 @@ func TestReaderWaitsAfterBoundOnIdle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	const frames = 4
 	err := readFrame(t, p, func() {
 		write()
 		next() // the frame is handled; the reader waits for more, bounded
-		// Let the bound run out, and the read after it find nothing: the
-		// reader must then wait without a bound. (A lapse of time is what
-		// is tested; nothing signals it.)
-		time.Sleep(200 * time.Millisecond)
-		write()
-		if st := next(); st.bounded || st.rechecking {
-			t.Errorf("after the bound ran out, the reader found %+v, want neither", st)
+		select {
+		case <-cleared: // the bound ran out; the reader reads again
+		case <-time.After(10 * time.Second):
+			t.Fatal("the wait's bound did not run out")
 		}
 		write()
-		if st := next(); !st.bounded || st.rechecking {
-			t.Errorf("a frame later, the reader found %+v, want its wait bounded again, not rechecking", st)
+		if st := next(); st.bounded {
+			t.Errorf("after the bound ran out, the reader found %+v, want no bound", st)
+		}
+		// Within two frames more (the first may come while the recheck
+		// reads, before it finds the socket empty), the reader trusts its
+		// reads again: its wait is bounded anew, and it rechecks no more.
+		var st state
+		for range frames - 2 {
+			write()
+			if st = next(); st.bounded && !st.rechecking {
+				break
+			}
+		}
+		if !st.bounded || st.rechecking {
+			t.Errorf("%d frames after the bound ran out, the reader found %+v, want its wait bounded again, not rechecking", frames-2, st)
 		}
 		if err := client.Close(); err != nil {
 			t.Error(err)
 		}
 	})
 	if !errors.Is(err, io.EOF) {
-		t.Fatalf("Read returned %v, want io.EOF after three frames", err)
+		t.Fatalf("Read returned %v, want io.EOF after the frames", err)
 	}
 }
 
