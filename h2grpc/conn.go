@@ -655,8 +655,10 @@ func (c *conn) flushLocked() error {
 	}
 	if err == nil && len(c.wbuf) > 0 {
 		if _, err = c.w.Write(c.wbuf); err != nil {
+			c.srv.opts.Logger.Debug("h2grpc: write failed; closing the connection", "peer", c.raw.RemoteAddr().String(), "error", err)
 			c.werr = errConnClosed
 			c.wcond.Broadcast()
+			c.abort()
 			err = c.werr
 		}
 	}
@@ -666,6 +668,30 @@ func (c *conn) flushLocked() error {
 	}
 	c.wbuf, c.wbufp = nil, nil
 	return err
+}
+
+// abort ends the connection from any goroutine, even one holding wmu: it
+// shuts the socket down both ways, which wakes the reader and any writer
+// waiting on it, and they fail; the reader then shuts the connection down
+// (shutdown). Close would wait for them, and a reader handling frames
+// inside its read may wait for wmu. The reader must be woken: after a
+// failed write it may be waiting on a read's word (trustLeft) for a socket
+// that will tell it nothing more. A connection that cannot be shut down
+// one way at a time (not TCP or Unix) is closed on a goroutine of its own.
+func (c *conn) abort() {
+	if hc, ok := c.raw.(interface {
+		CloseRead() error
+		CloseWrite() error
+	}); ok {
+		_ = hc.CloseRead()
+		_ = hc.CloseWrite()
+		return
+	}
+	c.srv.wg.Add(1) // the connection's own count is still held: see Serve
+	go func() {
+		defer c.srv.wg.Done()
+		c.raw.Close()
+	}()
 }
 
 // goAway tells the client to open no more streams, and closes the

@@ -1,6 +1,9 @@
 package h2grpc
 
-import "time"
+import (
+	"syscall"
+	"time"
+)
 
 // PullOnly makes s read every frame in its read loop, none inside socket
 // reads, so that tests can compare the two paths. Call it before Serve.
@@ -28,3 +31,18 @@ func SweepProbes(s *Server) { s.sweep() }
 
 // ProbeSweepArmed reports whether a sweep of s's held probe answers is armed.
 func ProbeSweepArmed(s *Server) bool { return s.probes.armed.Load() }
+
+// BreakWrites makes every write on s's open connections fail from now on,
+// as a write to a socket the client has reset does.
+func BreakWrites(s *Server) {
+	for _, c := range s.openConns() {
+		c.wmu.Lock()
+		c.w = brokenWriter{}
+		c.wmu.Unlock()
+	}
+}
+
+// brokenWriter fails every write.
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }

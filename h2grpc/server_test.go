@@ -121,15 +121,7 @@ func serveOn(t testing.TB, s *h2grpc.Server, svc testgrpc.TestServiceServer) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	testgrpc.RegisterTestServiceServer(s, svc)
-	done := make(chan error, 1)
-	go func() { done <- s.Serve(lis) }()
-	t.Cleanup(func() {
-		s.Stop()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
+	serveListener(t, s, lis, svc)
 	return lis.Addr().String()
 }
 
