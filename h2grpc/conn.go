@@ -58,6 +58,7 @@ type conn struct {
 	// sentSincePing is set when a stream's headers or data are written
 	// (by any goroutine), and cleared by the next PING.
 	sentSincePing atomic.Bool
+	ka            connAlive // the keepalive check's: see keepalive.go
 
 	wmu       sync.Mutex
 	wcond     sync.Cond
@@ -118,7 +119,7 @@ func (c *conn) handshake() error {
 	}
 	c.peer = &peer.Peer{Addr: c.raw.RemoteAddr(), LocalAddr: c.raw.LocalAddr(), AuthInfo: auth}
 	sock := socketOf(nc) // nil under TLS
-	c.r = newReader(nc, sock)
+	c.r = newReader(nc, sock, &c.ka)
 	c.pr, _ = c.r.(*pooledReader)
 	var preface [len(http2.ClientPreface)]byte
 	if _, err := io.ReadFull(c.r, preface[:]); err != nil {

@@ -46,3 +46,13 @@ func BreakWrites(s *Server) {
 type brokenWriter struct{}
 
 func (brokenWriter) Write([]byte) (int, error) { return 0, syscall.EPIPE }
+
+// KeepaliveCounts returns how many keepalive pings s has sent, and how many
+// connections it has closed for want of an answer.
+func KeepaliveCounts(s *Server) (pings, aborts uint64) {
+	return s.ka.pings.Load(), s.ka.aborts.Load()
+}
+
+// OnKeepalivePing has s call f after each keepalive ping's write. Call it
+// before Serve.
+func OnKeepalivePing(s *Server, f func()) { s.ka.sent = f }

@@ -21,8 +21,11 @@ import (
 const frameHeaderLen = 9
 
 // appendPingAck appends a PING frame that answers one carrying data.
-func appendPingAck(b, data []byte) []byte {
-	return append(appendFrameHeader(b, 8, http2.FramePing, http2.FlagPingAck, 0), data...)
+func appendPingAck(b, data []byte) []byte { return appendPing(b, http2.FlagPingAck, data) }
+
+// appendPing appends a PING frame with flags carrying data (8 bytes).
+func appendPing(b []byte, flags http2.Flags, data []byte) []byte {
+	return append(appendFrameHeader(b, 8, http2.FramePing, flags, 0), data...)
 }
 
 // appendFrameHeader appends a frame header for a payload of length n.

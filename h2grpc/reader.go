@@ -35,12 +35,12 @@ func socketOf(nc net.Conn) syscall.RawConn {
 // it has bytes in it: an idle connection, whose reader waits for the socket
 // to become readable, holds none. It returns a *pooledReader if rc, nc's
 // socket (socketOf), is not nil; other connections (TLS) get a plain
-// bufio.Reader.
-func newReader(nc net.Conn, rc syscall.RawConn) io.Reader {
+// bufio.Reader. Each read that gets bytes marks alive.
+func newReader(nc net.Conn, rc syscall.RawConn, alive *connAlive) io.Reader {
 	if rc == nil {
-		return bufio.NewReaderSize(nc, 4<<10)
+		return bufio.NewReaderSize(aliveReader{nc, alive}, 4<<10)
 	}
-	return &pooledReader{rc: rc, inq: newInqReader(rc)}
+	return &pooledReader{rc: rc, inq: newInqReader(rc), alive: alive}
 }
 
 // pooledReader reads a socket through a buffer from readBufs, taken when
@@ -56,10 +56,11 @@ func newReader(nc net.Conn, rc syscall.RawConn) io.Reader {
 // the read, no frame-by-frame copying through the framer, and no second
 // entry into the netpoller's read.
 type pooledReader struct {
-	rc   syscall.RawConn
-	inq  *inqReader // nil unless the socket tells what each read left in it
-	buf  *[]byte    // nil while there is nothing unread and no read is under way
-	r, w int        // unread bytes are (*buf)[r:w]
+	rc    syscall.RawConn
+	inq   *inqReader // nil unless the socket tells what each read left in it
+	alive *connAlive // marked by each read that gets bytes; nil in some tests
+	buf   *[]byte    // nil while there is nothing unread and no read is under way
+	r, w  int        // unread bytes are (*buf)[r:w]
 
 	// big is set once a frame outgrew the small buffer: the reads that
 	// follow start in a big one, since a client that repeats a large node
@@ -181,6 +182,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 				return true
 			}
 			p.direct = n
+			p.markAlive()
 			return true
 		}
 		if p.buf == nil {
@@ -220,6 +222,7 @@ func (p *pooledReader) read(fd uintptr) bool {
 		}
 		p.w += n
 		p.filled += n
+		p.markAlive()
 		if !p.boundary {
 			return true
 		}
@@ -251,6 +254,13 @@ func (p *pooledReader) read(fd uintptr) bool {
 			p.release()
 			return false
 		}
+	}
+}
+
+// markAlive tells the keepalive check that the socket has read bytes.
+func (p *pooledReader) markAlive() {
+	if p.alive != nil {
+		p.alive.markAlive()
 	}
 }
 

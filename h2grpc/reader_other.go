@@ -13,7 +13,9 @@ import (
 // newReader returns a buffered reader of nc. (On Unix, it holds no buffer
 // while the connection is idle, and handles frames inside its reads: see
 // reader.go.)
-func newReader(nc net.Conn, _ syscall.RawConn) io.Reader { return bufio.NewReaderSize(nc, 4<<10) }
+func newReader(nc net.Conn, _ syscall.RawConn, alive *connAlive) io.Reader {
+	return bufio.NewReaderSize(aliveReader{nc, alive}, 4<<10)
+}
 
 // socketOf returns nil: sockets are read and written through net.Conn here.
 func socketOf(net.Conn) syscall.RawConn { return nil }

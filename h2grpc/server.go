@@ -20,8 +20,10 @@
 // GOAWAY; unary and streaming methods; metadata, grpc-timeout, trailers with
 // status and details. It does not implement compression (a request that
 // asks for it is refused with Unimplemented; no xDS client compresses),
-// server push, interceptors, or server-side keepalive pings (a dead client
-// is found by TCP keepalive and by failed writes). Clients' pings are
+// server push or interceptors. It pings a connection that reads nothing
+// for a while, and closes it if it still reads nothing
+// (Options.KeepaliveTime); a failed write closes its connection at once.
+// Clients' pings are
 // limited as grpc-go limits them (Options.MinPingInterval); the answer to
 // grpc-go's bandwidth probe waits for the next frames written, up to 10 to
 // 20 seconds, and goes with them rather than in a write of its own: the
@@ -74,6 +76,16 @@ type Options struct {
 	// PermitWithoutStream). 0 means 5 minutes, grpc-go's default;
 	// negative turns the check off.
 	MinPingInterval time.Duration
+	// KeepaliveTime is how long a connection may read nothing before the
+	// server pings it, to learn whether the client is alive; 0 means two
+	// hours, grpc-go's default; negative turns keepalive off.
+	KeepaliveTime time.Duration
+	// KeepaliveTimeout is how long a connection may then still read
+	// nothing before the server closes it; 0 means 20 s, grpc-go's
+	// default. A client that is alive answers the ping, a client that
+	// does not read its socket cannot, and so holds nothing for long: a
+	// response to it, held up by its full socket, fails too.
+	KeepaliveTimeout time.Duration
 	// Logger receives connection errors at Debug level, and failed
 	// accepts (retried) at Warn; nil means slog.Default().
 	Logger *slog.Logger
@@ -97,6 +109,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
+	}
+	if o.KeepaliveTime == 0 {
+		o.KeepaliveTime = 2 * time.Hour
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = 20 * time.Second
 	}
 	if o.MinPingInterval == 0 {
 		o.MinPingInterval = 5 * time.Minute
@@ -145,6 +163,7 @@ type Server struct {
 	// pooledReader): tests compare the two paths. Set before Serve.
 	pullOnly bool
 	probes   probeAnswers // the sweep that sends the probe answers nothing else carried
+	ka       keepalive    // the check that clients are alive
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -202,6 +221,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		return ErrServerStopped
 	}
 	s.listeners[lis] = struct{}{}
+	s.startKeepaliveLocked()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
@@ -261,6 +281,7 @@ func (s *Server) Stop() {
 	}
 	s.wg.Wait()
 	s.stopProbeSweeps()
+	s.stopKeepalive()
 }
 
 // GracefulStop closes the listeners and tells every client to open no new
@@ -273,6 +294,7 @@ func (s *Server) GracefulStop() {
 	}
 	s.wg.Wait()
 	s.stopProbeSweeps()
+	s.stopKeepalive()
 }
 
 // stopAccepting closes the listeners, refuses connections from now on and

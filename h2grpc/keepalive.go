@@ -1,0 +1,149 @@
+package h2grpc
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// keepalivePing is the data of the server's keepalive PINGs.
+var keepalivePing = [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'v', 'e'}
+
+// keepalive is the server's check that its clients are alive
+// (Options.KeepaliveTime and KeepaliveTimeout): one goroutine per server,
+// started by the first Serve, that looks at every open connection a few
+// times per period, rather than a timer per connection that every read
+// would have to move. A connection's reader marks it alive when a read
+// gets bytes (connAlive.alive); the check clears the mark, pings a
+// connection that has read nothing for KeepaliveTime, and aborts one that
+// has read nothing for KeepaliveTimeout since its ping. The ping is
+// written on a goroutine of its own, since the socket of a client that
+// does not read may be full; the abort wakes it, with any other writer.
+//
+// Locking: started and stop are guarded by Server.mu; wg counts the loop
+// and the pings it writes.
+type keepalive struct {
+	started bool
+	stop    chan struct{} // closed to end the loop
+	wg      sync.WaitGroup
+	pings   atomic.Uint64 // pings sent
+	aborts  atomic.Uint64 // connections closed for want of an answer
+	sent    func()        // if set (by tests, before Serve), called after each ping's write
+}
+
+// connAlive is a connection's state for the keepalive check.
+type connAlive struct {
+	alive  atomic.Bool // a read got bytes since the check last looked; set by the reader
+	idle   time.Time   // since when the check has found it idle (zero: not looked at yet); the check's only
+	pinged time.Time   // when the check pinged it; zero if no ping is out; the check's only
+	ended  bool        // the check aborted it; the check's only
+}
+
+// markAlive records that a read got bytes: a load, and a store only after
+// the check has looked.
+func (a *connAlive) markAlive() {
+	if !a.alive.Load() {
+		a.alive.Store(true)
+	}
+}
+
+// aliveReader is a connection that marks alive each read that gets bytes.
+type aliveReader struct {
+	r     io.Reader
+	alive *connAlive
+}
+
+func (r aliveReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	if n > 0 {
+		r.alive.markAlive()
+	}
+	return n, err
+}
+
+// keepaliveTick is how often the check looks at every connection: a
+// quarter of the shorter of the two periods, so that a ping goes out
+// within a quarter of KeepaliveTime late, and an abort as much after
+// KeepaliveTimeout.
+func (o *Options) keepaliveTick() time.Duration {
+	return max(min(o.KeepaliveTime, o.KeepaliveTimeout)/4, time.Millisecond)
+}
+
+// startKeepaliveLocked starts the keepalive check, unless it is off or
+// running. Call it with mu held.
+func (s *Server) startKeepaliveLocked() {
+	if s.opts.KeepaliveTime < 0 || s.ka.started {
+		return
+	}
+	s.ka.started = true
+	s.ka.stop = make(chan struct{})
+	s.ka.wg.Add(1)
+	go s.keepaliveLoop(s.ka.stop)
+}
+
+// stopKeepalive ends the keepalive check and waits for it and its pings
+// (once the connections are closed, a ping's write fails at once).
+func (s *Server) stopKeepalive() {
+	s.mu.Lock()
+	if s.ka.started && s.ka.stop != nil {
+		close(s.ka.stop)
+		s.ka.stop = nil
+	}
+	s.mu.Unlock()
+	s.ka.wg.Wait()
+}
+
+// keepaliveLoop runs the check until stop is closed.
+func (s *Server) keepaliveLoop(stop <-chan struct{}) {
+	defer s.ka.wg.Done()
+	t := time.NewTicker(s.opts.keepaliveTick())
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			s.checkAlive(now)
+		}
+	}
+}
+
+// checkAlive looks at every open connection at now.
+func (s *Server) checkAlive(now time.Time) {
+	for _, c := range s.openConns() {
+		a := &c.ka
+		switch {
+		case a.ended:
+		case a.alive.Swap(false) || a.idle.IsZero():
+			a.idle, a.pinged = now, time.Time{}
+		case !a.pinged.IsZero():
+			if now.Sub(a.pinged) >= s.opts.KeepaliveTimeout {
+				s.opts.Logger.Debug("h2grpc: keepalive ping not answered; closing the connection",
+					"peer", c.raw.RemoteAddr().String(), "idle", now.Sub(a.idle).Round(time.Millisecond))
+				a.ended = true
+				s.ka.aborts.Add(1)
+				c.abort()
+			}
+		case now.Sub(a.idle) >= s.opts.KeepaliveTime:
+			a.pinged = now
+			s.ka.pings.Add(1)
+			s.ka.wg.Add(1)
+			go func() {
+				defer s.ka.wg.Done()
+				c.ping(keepalivePing)
+				if s.ka.sent != nil {
+					s.ka.sent()
+				}
+			}()
+		}
+	}
+}
+
+// ping writes a PING carrying data, unless the connection has failed.
+func (c *conn) ping(data [8]byte) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.wbuf = appendPing(c.bufLocked(), 0, data[:])
+	_ = c.flushLocked()
+}
