@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -84,6 +85,8 @@ func serve(args []string, stderr io.Writer) int {
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
+		kaTime    = fs.Duration("keepalive-time", 30*time.Second, "ping a client's connection once it has sent nothing for this long; 0 turns the pings off")
+		kaTimeout = fs.Duration("keepalive-timeout", 20*time.Second, "close a connection that has still sent nothing this long after such a ping")
 		transport = fs.String("grpc-transport", "xdsd", "gRPC server transport: xdsd (its own HTTP/2 transport, made for large fleets of\nmostly idle streams) or grpc-go (grpc-go's)")
 	)
 	fs.Usage = func() {
@@ -115,21 +118,23 @@ func serve(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	err = daemon.Run(ctx, daemon.Options{
-		ConfigDir:       *configDir,
-		XDSAddr:         *xdsAddr,
-		AdminAddr:       *adminAddr,
-		AdminOptional:   !adminSet && !adminEnv,
-		RESTAddr:        *restAddr,
-		RESTPollTimeout: *restPoll,
-		WriteDir:        *writeDir,
-		WriteFormat:     *writeFmt,
-		WriteNode:       *writeNode,
-		TLSCert:         *tlsCert,
-		TLSKey:          *tlsKey,
-		ClientCA:        *clientCA,
-		Logger:          logger,
-		ShutdownGrace:   *grace,
-		GRPCTransport:   *transport,
+		ConfigDir:        *configDir,
+		XDSAddr:          *xdsAddr,
+		AdminAddr:        *adminAddr,
+		AdminOptional:    !adminSet && !adminEnv,
+		RESTAddr:         *restAddr,
+		RESTPollTimeout:  *restPoll,
+		WriteDir:         *writeDir,
+		WriteFormat:      *writeFmt,
+		WriteNode:        *writeNode,
+		TLSCert:          *tlsCert,
+		TLSKey:           *tlsKey,
+		ClientCA:         *clientCA,
+		Logger:           logger,
+		ShutdownGrace:    *grace,
+		GRPCTransport:    *transport,
+		KeepaliveTime:    cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
+		KeepaliveTimeout: *kaTimeout,
 	})
 	if err != nil {
 		logger.Error("xdsd stopped", "error", err)

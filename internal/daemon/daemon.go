@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/examples"
@@ -69,6 +71,13 @@ type Options struct {
 	// GRPCTransport picks the gRPC server transport: "xdsd" (or empty) for
 	// xdsd's own (package h2grpc), "grpc-go" for grpc-go's.
 	GRPCTransport string
+	// KeepaliveTime is how long a client's connection may send nothing
+	// before the server pings it; KeepaliveTimeout is how long it may then
+	// still send nothing before the server closes it, ending its streams.
+	// Zero means 30 s and 20 s; a negative KeepaliveTime turns the pings
+	// off (dead clients are then found by TCP keepalive and failed writes
+	// only, and a client that stops reading holds its streams for ever).
+	KeepaliveTime, KeepaliveTimeout time.Duration
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
 }
@@ -110,6 +119,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.ShutdownGrace == 0 {
 		o.ShutdownGrace = 5 * time.Second
 	}
+	if o.KeepaliveTime == 0 {
+		o.KeepaliveTime = 30 * time.Second
+	}
+	if o.KeepaliveTimeout <= 0 {
+		o.KeepaliveTimeout = 20 * time.Second
+	}
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
 
@@ -123,7 +138,7 @@ func Run(ctx context.Context, o Options) error {
 	} else if o.ClientCA != "" {
 		return errors.New("tls: a client CA needs a server certificate and key")
 	}
-	gs, err := newGRPCServer(o.GRPCTransport, tlsConfig, o.Logger)
+	gs, err := newGRPCServer(&o, tlsConfig)
 	if err != nil {
 		return err
 	}
@@ -383,21 +398,26 @@ type grpcServer interface {
 	GracefulStop()
 }
 
-// newGRPCServer returns the gRPC server for transport, serving TLS with
-// cfg if it is set.
-func newGRPCServer(transport string, cfg *tls.Config, log *slog.Logger) (grpcServer, error) {
-	switch transport {
+// newGRPCServer returns the gRPC server for o.GRPCTransport, with o's
+// keepalive, serving TLS with cfg if it is set.
+func newGRPCServer(o *Options, cfg *tls.Config) (grpcServer, error) {
+	switch o.GRPCTransport {
 	case "", "xdsd":
 		// Clients may ping every 10 s, as server.GRPCOptions lets them on
 		// grpc-go's transport.
-		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: log,
-			MinPingInterval: 10 * time.Second}), nil
+		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: o.Logger,
+			MinPingInterval: 10 * time.Second,
+			KeepaliveTime:   o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout}), nil
 	case "grpc-go":
-		opts := server.GRPCOptions()
+		ka := keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}
+		if ka.Time < 0 {
+			ka.Time = time.Duration(math.MaxInt64) // grpc-go's "never"
+		}
+		opts := append(server.GRPCOptions(), grpc.KeepaliveParams(ka))
 		if cfg != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 		}
 		return grpc.NewServer(opts...), nil
 	}
-	return nil, fmt.Errorf("unknown gRPC transport %q: use xdsd or grpc-go", transport)
+	return nil, fmt.Errorf("unknown gRPC transport %q: use xdsd or grpc-go", o.GRPCTransport)
 }
