@@ -646,6 +646,21 @@ func (c *conn) bufLocked() []byte {
 // flushLocked writes wbuf to the socket and gives the buffer back. Call it
 // with wmu held.
 func (c *conn) flushLocked() error {
+	_, err := c.flush(false)
+	return err
+}
+
+// tryWriter is a writer that can also write only what its socket takes
+// without waiting (*socketWriter).
+type tryWriter interface {
+	tryWrite(b []byte) (int, error)
+}
+
+// flush is flushLocked, which with noWait writes only what the socket
+// takes without waiting: if that is not all, it keeps the rest in wbuf and
+// reports false, and nil. A writer that cannot write without waiting
+// (TLS) then writes nothing.
+func (c *conn) flush(noWait bool) (bool, error) {
 	err := c.werr
 	if err == nil && !c.ready {
 		err = errConnClosed
@@ -655,7 +670,20 @@ func (c *conn) flushLocked() error {
 		c.ackHeld = false
 	}
 	if err == nil && len(c.wbuf) > 0 {
-		if _, err = c.w.Write(c.wbuf); err != nil {
+		if noWait {
+			tw, ok := c.w.(tryWriter)
+			n := 0
+			if ok {
+				n, err = tw.tryWrite(c.wbuf)
+			}
+			if err == nil && n < len(c.wbuf) {
+				c.wbuf = c.wbuf[:copy(c.wbuf, c.wbuf[n:])]
+				return false, nil
+			}
+		} else {
+			_, err = c.w.Write(c.wbuf)
+		}
+		if err != nil {
 			c.srv.opts.Logger.Debug("h2grpc: write failed; closing the connection", "peer", c.raw.RemoteAddr().String(), "error", err)
 			c.werr = errConnClosed
 			c.wcond.Broadcast()
@@ -668,7 +696,7 @@ func (c *conn) flushLocked() error {
 		writeBufs.Put(c.wbufp)
 	}
 	c.wbuf, c.wbufp = nil, nil
-	return err
+	return true, err
 }
 
 // abort ends the connection from any goroutine, even one holding wmu: it

@@ -17,9 +17,17 @@ var keepalivePing = [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'v', 'e'}
 // would have to move. A connection's reader marks it alive when a read
 // gets bytes (connAlive.alive); the check clears the mark, pings a
 // connection that has read nothing for KeepaliveTime, and aborts one that
-// has read nothing for KeepaliveTimeout since its ping. The ping is
-// written on a goroutine of its own, since the socket of a client that
-// does not read may be full; the abort wakes it, with any other writer.
+// has read nothing for KeepaliveTimeout since its ping.
+//
+// The check never waits for a connection. It pings one whose writes it
+// finds under way (wmu held) at a later look, and aborts it if they have
+// been under way at every look for KeepaliveTimeout: a send stuck on a
+// client that does not read. It writes the ping itself when the socket
+// takes it at once, as it nearly always does (after a fan-out, every
+// client falls due at the same look, and a goroutine each would be a
+// burst of stacks); otherwise (a full socket, or TLS, which cannot write
+// without waiting) a goroutine of its own finishes the write, holding wmu
+// until it is done, and an abort wakes it.
 //
 // Locking: started and stop are guarded by Server.mu; wg counts the loop
 // and the pings it writes.
@@ -34,10 +42,12 @@ type keepalive struct {
 
 // connAlive is a connection's state for the keepalive check.
 type connAlive struct {
-	alive  atomic.Bool // a read got bytes since the check last looked; set by the reader
-	idle   time.Time   // since when the check has found it idle (zero: not looked at yet); the check's only
-	pinged time.Time   // when the check pinged it; zero if no ping is out; the check's only
-	ended  bool        // the check aborted it; the check's only
+	alive atomic.Bool // a read got bytes since the check last looked; set by the reader
+	// The check's only:
+	idle   time.Time // since when it has been found idle (zero: not looked at yet)
+	pinged time.Time // when it was pinged; zero if no ping is out
+	busy   time.Time // since when its writes have been found under way when a ping was due; zero if not
+	ended  bool      // the check aborted it
 }
 
 // markAlive records that a read got bytes: a load, and a store only after
@@ -111,39 +121,61 @@ func (s *Server) keepaliveLoop(stop <-chan struct{}) {
 
 // checkAlive looks at every open connection at now.
 func (s *Server) checkAlive(now time.Time) {
+	timeout := s.opts.KeepaliveTimeout
 	for _, c := range s.openConns() {
 		a := &c.ka
 		switch {
 		case a.ended:
 		case a.alive.Swap(false) || a.idle.IsZero():
-			a.idle, a.pinged = now, time.Time{}
+			a.idle, a.pinged, a.busy = now, time.Time{}, time.Time{}
 		case !a.pinged.IsZero():
-			if now.Sub(a.pinged) >= s.opts.KeepaliveTimeout {
-				s.opts.Logger.Debug("h2grpc: keepalive ping not answered; closing the connection",
-					"peer", c.raw.RemoteAddr().String(), "idle", now.Sub(a.idle).Round(time.Millisecond))
-				a.ended = true
-				s.ka.aborts.Add(1)
-				c.abort()
+			if now.Sub(a.pinged) >= timeout {
+				s.abortIdle(c, now, "keepalive ping not answered")
 			}
-		case now.Sub(a.idle) >= s.opts.KeepaliveTime:
-			a.pinged = now
+		case now.Sub(a.idle) < s.opts.KeepaliveTime:
+		case c.wmu.TryLock():
+			a.pinged, a.busy = now, time.Time{}
 			s.ka.pings.Add(1)
-			s.ka.wg.Add(1)
-			go func() {
-				defer s.ka.wg.Done()
-				c.ping(keepalivePing)
-				if s.ka.sent != nil {
-					s.ka.sent()
-				}
-			}()
+			s.pingLocked(c)
+		case a.busy.IsZero():
+			a.busy = now
+		case now.Sub(a.busy) >= timeout:
+			s.abortIdle(c, now, "a write under way, and nothing read")
 		}
 	}
 }
 
-// ping writes a PING carrying data, unless the connection has failed.
-func (c *conn) ping(data [8]byte) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	c.wbuf = appendPing(c.bufLocked(), 0, data[:])
-	_ = c.flushLocked()
+// abortIdle aborts c, idle since c.ka.idle, for why.
+func (s *Server) abortIdle(c *conn, now time.Time, why string) {
+	s.opts.Logger.Debug("h2grpc: closing the connection: "+why,
+		"peer", c.raw.RemoteAddr().String(), "idle", now.Sub(c.ka.idle).Round(time.Millisecond))
+	c.ka.ended = true
+	s.ka.aborts.Add(1)
+	c.abort()
+}
+
+// pingLocked writes a keepalive PING on c, whose wmu the caller holds, and
+// unlocks it: at once if the socket takes the frame, else on a goroutine
+// of its own.
+func (s *Server) pingLocked(c *conn) {
+	c.wbuf = appendPing(c.bufLocked(), 0, keepalivePing[:])
+	if done, _ := c.flush(true); done {
+		c.wmu.Unlock()
+		s.pinged()
+		return
+	}
+	s.ka.wg.Add(1)
+	go func() {
+		defer s.ka.wg.Done()
+		_ = c.flushLocked()
+		c.wmu.Unlock()
+		s.pinged()
+	}()
+}
+
+// pinged tells a test that a ping was written.
+func (s *Server) pinged() {
+	if s.ka.sent != nil {
+		s.ka.sent()
+	}
 }

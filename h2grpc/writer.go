@@ -24,11 +24,12 @@ func newWriter(nc net.Conn, rc syscall.RawConn) io.Writer {
 // socketWriter writes a socket with sysWrite, waiting in the netpoller
 // while the socket's buffer is full. It is used under the connection's wmu.
 type socketWriter struct {
-	rc  syscall.RawConn
-	fn  func(fd uintptr) bool // write, made once
-	b   []byte                // what Write was given
-	n   int                   // bytes of b written
-	err error                 // the socket's error
+	rc     syscall.RawConn
+	fn     func(fd uintptr) bool // write, made once
+	b      []byte                // what Write was given
+	n      int                   // bytes of b written
+	err    error                 // the socket's error
+	noWait bool                  // set by tryWrite: write does not wait
 }
 
 // Write writes all of b, or fails.
@@ -43,8 +44,16 @@ func (w *socketWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// tryWrite writes as much of b as the socket takes without waiting.
+func (w *socketWriter) tryWrite(b []byte) (int, error) {
+	w.noWait = true
+	n, err := w.Write(b)
+	w.noWait = false
+	return n, err
+}
+
 // write is Write's attempt on fd; it returns false to wait until the
-// socket is writable.
+// socket is writable (unless noWait).
 func (w *socketWriter) write(fd uintptr) bool {
 	for w.n < len(w.b) {
 		n, err := sysWrite(fd, w.b[w.n:])
@@ -52,7 +61,7 @@ func (w *socketWriter) write(fd uintptr) bool {
 		case err == nil:
 			w.n += n
 		case wouldBlock(err):
-			return false
+			return w.noWait
 		default:
 			w.err = err
 			return true

@@ -1,0 +1,148 @@
+//go:build unix
+
+package h2grpc
+
+import (
+	"bytes"
+	"io"
+	"testing"
+	"time"
+)
+
+// idleConn returns a connection of a new server (not serving: the test
+// runs its keepalive checks) over the server's end of a loopback TCP
+// connection, ready to write, and the client's end.
+func idleConn(t *testing.T) (*Server, *conn, io.Reader) {
+	t.Helper()
+	client, server := tcpPair(t)
+	s := NewServer(Options{KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute})
+	c := newConn(s, server)
+	c.w, c.ready = newWriter(server, socketOf(server)), true
+	s.conns[c] = struct{}{}
+	t.Cleanup(s.ka.wg.Wait)
+	return s, c, client
+}
+
+// checkWithin runs s's keepalive check at now, failing the test if it
+// waits for more than 5 s.
+func checkWithin(t *testing.T, s *Server, now time.Time) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		s.checkAlive(now)
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the keepalive check waited for a connection")
+	}
+}
+
+// TestKeepalivePingOnFullSocket: a ping that falls due on a connection
+// whose socket is full, with no write under way, is written by a goroutine
+// of its own once the client reads, after what the socket held; the check
+// does not wait for it. When nothing is read after it, the check aborts
+// the connection.
+func TestKeepalivePingOnFullSocket(t *testing.T) {
+	s, c, client := idleConn(t)
+	written := make(chan struct{})
+	s.ka.sent = func() { close(written) }
+	var sent bytes.Buffer
+	chunk := bytes.Repeat([]byte{7}, 64<<10)
+	for {
+		n, err := c.w.(tryWriter).tryWrite(chunk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent.Write(chunk[:n])
+		if n < len(chunk) {
+			break // full
+		}
+	}
+	t0 := time.Now()
+	checkWithin(t, s, t0)
+	checkWithin(t, s, t0.Add(time.Hour)) // due
+	if c.wmu.TryLock() {
+		t.Fatal("the ping's goroutine does not hold wmu while the socket is full")
+	}
+	want := append(sent.Bytes(), appendPing(nil, 0, keepalivePing[:])...)
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the client did not read what the socket held, then the ping")
+	}
+	<-written
+	if !c.wmu.TryLock() {
+		t.Fatal("wmu not given back after the ping's write")
+	}
+	c.wmu.Unlock()
+
+	checkWithin(t, s, t0.Add(time.Hour+time.Minute)) // no answer
+	if _, aborts := s.ka.pings.Load(), s.ka.aborts.Load(); aborts != 1 {
+		t.Fatalf("%d connections aborted, want 1", aborts)
+	}
+	if n, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after the abort the client read %d bytes, %v; want EOF", n, err)
+	}
+}
+
+// TestKeepaliveAbortsBusyConnection: a connection due for a ping whose
+// writes are found under way at every look for KeepaliveTimeout, with
+// nothing read, is aborted.
+func TestKeepaliveAbortsBusyConnection(t *testing.T) {
+	s, c, client := idleConn(t)
+	t0 := time.Now()
+	checkWithin(t, s, t0)
+	c.wmu.Lock() // a write under way
+	checkWithin(t, s, t0.Add(time.Hour))
+	checkWithin(t, s, t0.Add(time.Hour+time.Minute-time.Millisecond))
+	if aborts := s.ka.aborts.Load(); aborts != 0 {
+		t.Fatalf("aborted before KeepaliveTimeout")
+	}
+	checkWithin(t, s, t0.Add(time.Hour+time.Minute))
+	c.wmu.Unlock()
+	if pings, aborts := s.ka.pings.Load(), s.ka.aborts.Load(); pings != 0 || aborts != 1 {
+		t.Fatalf("%d pings and %d aborts, want none and 1", pings, aborts)
+	}
+	if n, err := client.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("after the abort the client read %d bytes, %v; want EOF", n, err)
+	}
+}
+
+// TestFlushWithoutWaitKeepsTheRest: a flush that does not wait writes what
+// the socket takes and keeps the rest, which a flush that waits writes
+// after it.
+func TestFlushWithoutWaitKeepsTheRest(t *testing.T) {
+	_, c, client := idleConn(t)
+	want := make([]byte, 32<<20)
+	for i := range want {
+		want[i] = byte(i * 7 / 5)
+	}
+	c.wmu.Lock()
+	c.wbuf = append(c.bufLocked(), want...)
+	done, err := c.flush(true)
+	if done || err != nil {
+		t.Fatalf("flush(true) of %d bytes = %v, %v; want false, nil", len(want), done, err)
+	}
+	if left := len(c.wbuf); left == 0 || left == len(want) {
+		t.Fatalf("%d of %d bytes left", left, len(want))
+	}
+	flushed := make(chan error, 1)
+	go func() {
+		flushed <- c.flushLocked()
+		c.wmu.Unlock()
+	}()
+	got := make([]byte, len(want))
+	if _, err := io.ReadFull(client, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatal("the client read other bytes than were flushed")
+	}
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+}
