@@ -104,9 +104,15 @@ func (c *conn) handshake() error {
 	o := &c.srv.opts
 	_ = c.raw.SetDeadline(time.Now().Add(o.HandshakeTimeout))
 	nc := c.raw
+	sock := socketOf(nc)
+	if o.TLS != nil || sock == nil {
+		// Without a socketWriter to count what the socket takes (TLS's
+		// writes, or a connection that is not a socket), count it here.
+		nc, sock = sentConn{nc, &c.ka.sent}, nil
+	}
 	var auth credentials.AuthInfo
 	if o.TLS != nil {
-		tc := tls.Server(c.raw, o.TLS)
+		tc := tls.Server(nc, o.TLS)
 		if err := tc.Handshake(); err != nil {
 			return err
 		}
@@ -118,7 +124,6 @@ func (c *conn) handshake() error {
 		nc = tc
 	}
 	c.peer = &peer.Peer{Addr: c.raw.RemoteAddr(), LocalAddr: c.raw.LocalAddr(), AuthInfo: auth}
-	sock := socketOf(nc) // nil under TLS
 	c.r = newReader(nc, sock, &c.ka)
 	c.pr, _ = c.r.(*pooledReader)
 	var preface [len(http2.ClientPreface)]byte
@@ -140,7 +145,8 @@ func (c *conn) handshake() error {
 	c.recvWin = 65535
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	c.w, c.ready = newWriter(nc, sock), true
+	c.w, c.ready = newWriter(nc, sock, &c.ka.sent), true
+	c.ka.started.Store(true)
 	c.wbuf = appendSettings(c.bufLocked(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(o.InitialWindowSize)},
@@ -708,19 +714,30 @@ func (c *conn) flush(noWait bool) (bool, error) {
 // that will tell it nothing more. A connection that cannot be shut down
 // one way at a time (not TCP or Unix) is closed on a goroutine of its own.
 func (c *conn) abort() {
-	if hc, ok := c.raw.(interface {
-		CloseRead() error
-		CloseWrite() error
-	}); ok {
-		_ = hc.CloseRead()
-		_ = hc.CloseWrite()
+	if c.shutdownSocket() {
 		return
 	}
-	c.srv.wg.Add(1) // the connection's own count is still held: see Serve
+	// The connection's own count is still held: a writer holds wmu, which
+	// shutdown takes before the connection ends.
+	c.srv.wg.Add(1)
 	go func() {
 		defer c.srv.wg.Done()
 		c.raw.Close()
 	}()
+}
+
+// shutdownSocket shuts the connection's socket down both ways, and reports
+// whether it could (TCP and Unix sockets can).
+func (c *conn) shutdownSocket() bool {
+	hc, ok := c.raw.(interface {
+		CloseRead() error
+		CloseWrite() error
+	})
+	if ok {
+		_ = hc.CloseRead()
+		_ = hc.CloseWrite()
+	}
+	return ok
 }
 
 // goAway tells the client to open no more streams, and closes the

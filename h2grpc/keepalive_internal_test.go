@@ -17,7 +17,8 @@ func idleConn(t *testing.T) (*Server, *conn, io.Reader) {
 	client, server := tcpPair(t)
 	s := NewServer(Options{KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute})
 	c := newConn(s, server)
-	c.w, c.ready = newWriter(server, socketOf(server)), true
+	c.w, c.ready = newWriter(server, socketOf(server), &c.ka.sent), true
+	c.ka.started.Store(true)
 	s.conns[c] = struct{}{}
 	t.Cleanup(s.ka.wg.Wait)
 	return s, c, client
@@ -144,5 +145,83 @@ func TestFlushWithoutWaitKeepsTheRest(t *testing.T) {
 	}
 	if err := <-flushed; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestKeepaliveSparesSlowReader: a client that has a ping out and reads a
+// long send slowly, whose writes hold wmu (and with it the connection's
+// reader, which would answer the client's frames), is not aborted while
+// the socket takes bytes between the check's looks, however long apart;
+// once the send is done and nothing has been read for KeepaliveTimeout
+// since its last progress, it is.
+func TestKeepaliveSparesSlowReader(t *testing.T) {
+	s, c, client := idleConn(t)
+	t0 := time.Now()
+	checkWithin(t, s, t0)
+	now := t0.Add(time.Hour)
+	checkWithin(t, s, now) // pinged, the socket being empty
+	ping := appendPing(nil, 0, keepalivePing[:])
+	msg := make([]byte, 32<<20)
+	// The send holds wmu until released, so that every look below finds
+	// it under way.
+	locked, done, release := make(chan struct{}), make(chan error, 1), make(chan struct{})
+	unlocked := make(chan struct{}) // closed once the send has given wmu back
+	go func() {
+		c.wmu.Lock()
+		close(locked)
+		c.wbuf = append(c.bufLocked(), msg...)
+		done <- c.flushLocked()
+		<-release
+		c.wmu.Unlock()
+		close(unlocked)
+	}()
+	<-locked
+	buf, got, total := make([]byte, 256<<10), 0, len(ping)+len(msg)
+	for got < total {
+		seen := c.ka.sent.Load()
+		for got < total && c.ka.sent.Load() == seen {
+			n, err := client.Read(buf[:min(len(buf), total-got)])
+			if err != nil {
+				t.Fatal(err)
+			}
+			got += n
+		}
+		if c.ka.sent.Load() == seen {
+			break // all read, and nothing written since the last look
+		}
+		now = now.Add(time.Minute)
+		checkWithin(t, s, now)
+		if aborts := s.ka.aborts.Load(); aborts != 0 {
+			t.Fatalf("aborted after %d of %d bytes, though the socket took bytes between every look", got, total)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	<-unlocked
+	checkWithin(t, s, now.Add(time.Minute/2)) // the ping's time to be answered runs from the send's last progress
+	if aborts := s.ka.aborts.Load(); aborts != 0 {
+		t.Fatal("aborted less than KeepaliveTimeout after the send's last progress")
+	}
+	checkWithin(t, s, now.Add(time.Minute))
+	if aborts := s.ka.aborts.Load(); aborts != 1 {
+		t.Fatalf("%d aborts once the send is done and the ping not answered, want 1", aborts)
+	}
+}
+
+// TestKeepaliveLeavesHandshakeAlone: a connection still in its handshake
+// (a TLS handshake reads the socket without marking it alive) is left to
+// HandshakeTimeout: the check neither pings nor aborts it.
+func TestKeepaliveLeavesHandshakeAlone(t *testing.T) {
+	s, c, _ := idleConn(t)
+	c.ka.started.Store(false)
+	c.ready = false
+	t0 := time.Now()
+	for i := range 4 {
+		checkWithin(t, s, t0.Add(time.Duration(i)*time.Hour))
+	}
+	if pings, aborts := s.ka.pings.Load(), s.ka.aborts.Load(); pings != 0 || aborts != 0 {
+		t.Fatalf("%d pings and %d aborts of a connection in its handshake, want none", pings, aborts)
 	}
 }

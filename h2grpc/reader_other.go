@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -32,4 +33,4 @@ func (p *pooledReader) guardWith(func(time.Time) error) {}
 
 // newWriter returns nc. (On Unix, sockets are written without announcing
 // the system call to the scheduler: see writer.go.)
-func newWriter(nc net.Conn, _ syscall.RawConn) io.Writer { return nc }
+func newWriter(nc net.Conn, _ syscall.RawConn, _ *atomic.Uint64) io.Writer { return nc }

@@ -81,10 +81,13 @@ type Options struct {
 	// hours, grpc-go's default; negative turns keepalive off.
 	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long a connection may then still read
-	// nothing before the server closes it; 0 means 20 s, grpc-go's
-	// default. A client that is alive answers the ping, a client that
-	// does not read its socket cannot, and so holds nothing for long: a
-	// response to it, held up by its full socket, fails too.
+	// nothing before the server closes it; 0 or less means 20 s,
+	// grpc-go's default. While a send to it is under way, the send is
+	// watched instead: the connection is closed when the socket has
+	// taken none of it for KeepaliveTimeout (a client that does not read),
+	// and a ping out waits while it does (a client that reads a large
+	// response slowly). A response held up by a client that stopped
+	// reading so fails, and frees what it held.
 	KeepaliveTimeout time.Duration
 	// Logger receives connection errors at Debug level, and failed
 	// accepts (retried) at Warn; nil means slog.Default().

@@ -5,6 +5,7 @@ package h2grpc
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -12,11 +13,11 @@ import (
 // (socketOf), is not nil; nc itself otherwise (TLS). A socket's descriptor
 // is taken to be non-blocking, as those of the net package's connections
 // are: a write that blocked would hold its P (see rawIO).
-func newWriter(nc net.Conn, rc syscall.RawConn) io.Writer {
+func newWriter(nc net.Conn, rc syscall.RawConn, sent *atomic.Uint64) io.Writer {
 	if rc == nil {
 		return nc
 	}
-	w := &socketWriter{rc: rc}
+	w := &socketWriter{rc: rc, sent: sent}
 	w.fn = w.write
 	return w
 }
@@ -30,6 +31,7 @@ type socketWriter struct {
 	n      int                   // bytes of b written
 	err    error                 // the socket's error
 	noWait bool                  // set by tryWrite: write does not wait
+	sent   *atomic.Uint64        // counts the bytes the socket takes, if not nil
 }
 
 // Write writes all of b, or fails.
@@ -60,6 +62,9 @@ func (w *socketWriter) write(fd uintptr) bool {
 		switch {
 		case err == nil:
 			w.n += n
+			if w.sent != nil {
+				w.sent.Add(uint64(n))
+			}
 		case wouldBlock(err):
 			return w.noWait
 		default:

@@ -40,7 +40,7 @@ func tcpPair(t *testing.T) (client, server *net.TCPConn) {
 // it is a *socketWriter.
 func socketWriterOf(t *testing.T, nc net.Conn) io.Writer {
 	t.Helper()
-	w := newWriter(nc, socketOf(nc))
+	w := newWriter(nc, socketOf(nc), nil)
 	if _, ok := w.(*socketWriter); !ok {
 		t.Fatalf("newWriter(%T) = %T, want *socketWriter", nc, w)
 	}
