@@ -146,6 +146,7 @@ func (c *conn) handshake() error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.w, c.ready = newWriter(nc, sock, &c.ka.sent), true
+	c.ka.rc = socketOf(c.raw)
 	c.ka.started.Store(true)
 	c.wbuf = appendSettings(c.bufLocked(),
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: o.MaxConcurrentStreams},

@@ -5,6 +5,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -21,14 +22,19 @@ var keepalivePing = [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'v', 'e'}
 // has read nothing for KeepaliveTimeout since its ping.
 //
 // The check never waits for a connection, and looks only at those whose
-// handshake is done. A connection that is due a ping (or has one out) and
-// whose writes it finds under way (wmu held) is judged by them instead:
-// while the socket takes bytes (connAlive.sent), the client is reading,
-// and its ping waits for a later look; a write that has made no progress
-// at any look for KeepaliveTimeout, a send stuck on a client that does not
-// read, aborts it. (A long send also holds up the reader, which waits for
-// wmu to answer the client's frames, so reads alone would call a client
-// that reads a large response slowly dead.)
+// handshake is done. The bytes a connection's client takes count as a sign
+// of life too: a long send holds up the reader (it waits for wmu to answer
+// the client's frames), and a ping may sit behind a backlog in the socket,
+// so a client that reads a large response slowly would otherwise be
+// called dead. So once a connection is due a ping, or has one out, each
+// look also reads its progress (connAlive.progress: on Linux, the bytes
+// the client's TCP has acknowledged, which stops when the client stops
+// reading and its receive buffer is full; elsewhere the bytes the socket
+// has taken, which moves only as writes are woken), and a change puts off
+// the ping, or the wait for its answer. A connection that was due a ping
+// when its writes were under way (wmu held) is pinged at a later look, and
+// aborted after KeepaliveTime and KeepaliveTimeout with no sign of life:
+// a send stuck on a client that does not read.
 //
 // The check writes the ping itself when the socket takes it at once, as it
 // nearly always does (after a fan-out, every client falls due at the same
@@ -50,15 +56,16 @@ type keepalive struct {
 
 // connAlive is a connection's state for the keepalive check.
 type connAlive struct {
-	started atomic.Bool   // the handshake is done; set by the reader
-	alive   atomic.Bool   // a read got bytes since the check last looked; set by the reader
-	sent    atomic.Uint64 // bytes the socket has taken; counted by the writers
+	started atomic.Bool     // the handshake is done; set by the reader
+	alive   atomic.Bool     // a read got bytes since the check last looked; set by the reader
+	sent    atomic.Uint64   // bytes the socket has taken; counted by the writers
+	rc      syscall.RawConn // the raw connection's socket, for its progress; nil if none; set before started
 	// The check's only:
-	idle     time.Time // since when it has been found idle (zero: not looked at yet)
-	pinged   time.Time // when it was pinged (or its writes last moved since); zero if no ping is out
-	busy     time.Time // when its writes were last found to have moved; zero unless found under way
-	busySent uint64    // sent then
-	ended    bool      // the check aborted it
+	idle     time.Time // the last sign of life: a read, or progress (zero: not looked at yet)
+	pinged   time.Time // when it was pinged, or made progress since; zero if no ping is out
+	progress uint64    // the progress last read (see keepalive), if watched
+	watched  bool      // progress holds a reading
+	ended    bool      // the check aborted it, or found it closing
 }
 
 // markAlive records that a read got bytes: a load, and a store only after
@@ -100,6 +107,9 @@ func (c sentConn) Write(b []byte) (int, error) {
 		c.sent.Add(uint64(n))
 		total += n
 		b = b[n:]
+		if err == nil && n == 0 {
+			err = io.ErrShortWrite
+		}
 		if err != nil {
 			return total, err
 		}
@@ -159,31 +169,53 @@ func (s *Server) checkAlive(now time.Time) {
 	timeout := s.opts.KeepaliveTimeout
 	for _, c := range s.openConns() {
 		a := &c.ka
-		switch {
-		case a.ended || !a.started.Load():
-		case a.alive.Swap(false) || a.idle.IsZero():
-			a.idle, a.pinged, a.busy = now, time.Time{}, time.Time{}
-		case a.pinged.IsZero() && now.Sub(a.idle) < s.opts.KeepaliveTime:
-		case !c.wmu.TryLock(): // a write under way
-			if sent := a.sent.Load(); a.busy.IsZero() || sent != a.busySent {
-				a.busy, a.busySent = now, sent
+		if a.ended || !a.started.Load() {
+			continue
+		}
+		if a.alive.Swap(false) || a.idle.IsZero() {
+			a.idle, a.pinged, a.watched = now, time.Time{}, false
+			continue
+		}
+		if a.pinged.IsZero() && now.Sub(a.idle) < s.opts.KeepaliveTime {
+			continue
+		}
+		if p := c.progress(); !a.watched || p != a.progress {
+			if a.watched { // the client took bytes: alive
+				a.idle = now
 				if !a.pinged.IsZero() {
-					a.pinged = now // the client reads: give it time to answer
+					a.pinged = now
 				}
-			} else if now.Sub(a.busy) >= timeout {
-				s.abortIdle(c, now, "a write has made no progress, and nothing was read")
 			}
-		case a.pinged.IsZero():
-			a.pinged, a.busy = now, time.Time{}
-			s.pingLocked(c)
-		default:
-			c.wmu.Unlock()
-			a.busy = time.Time{}
+			a.progress, a.watched = p, true
+		}
+		switch {
+		case !a.pinged.IsZero():
 			if now.Sub(a.pinged) >= timeout {
 				s.abortIdle(c, now, "keepalive ping not answered")
 			}
+		case now.Sub(a.idle) < s.opts.KeepaliveTime:
+		case c.wmu.TryLock():
+			if c.werr != nil { // closing
+				c.wmu.Unlock()
+				a.ended = true
+				continue
+			}
+			a.pinged = now
+			s.pingLocked(c)
+		case now.Sub(a.idle) >= s.opts.KeepaliveTime+timeout: // a write under way all along
+			s.abortIdle(c, now, "a write has made no progress, and nothing was read")
 		}
 	}
+}
+
+// progress is how far c's client has got with what the server wrote: the
+// bytes its TCP has acknowledged, where the socket tells (tcpAcked), else
+// the bytes the socket has taken.
+func (c *conn) progress() uint64 {
+	if n, ok := tcpAcked(c.ka.rc); ok {
+		return n
+	}
+	return c.ka.sent.Load()
 }
 
 // abortIdle aborts c, idle since c.ka.idle, for why: it shuts the socket

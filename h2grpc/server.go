@@ -82,12 +82,11 @@ type Options struct {
 	KeepaliveTime time.Duration
 	// KeepaliveTimeout is how long a connection may then still read
 	// nothing before the server closes it; 0 or less means 20 s,
-	// grpc-go's default. While a send to it is under way, the send is
-	// watched instead: the connection is closed when the socket has
-	// taken none of it for KeepaliveTimeout (a client that does not read),
-	// and a ping out waits while it does (a client that reads a large
-	// response slowly). A response held up by a client that stopped
-	// reading so fails, and frees what it held.
+	// grpc-go's default. The bytes the client takes count as a sign of
+	// life too (on Linux, those its TCP acknowledges), so a client that
+	// reads a large response slowly is not closed, while one that stopped
+	// reading is, after KeepaliveTime and KeepaliveTimeout, and the
+	// response held up on its full socket fails and frees what it held.
 	KeepaliveTimeout time.Duration
 	// Logger receives connection errors at Debug level, and failed
 	// accepts (retried) at Warn; nil means slog.Default().

@@ -86,7 +86,7 @@ func serve(args []string, stderr io.Writer) int {
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
 		kaTime    = fs.Duration("keepalive-time", 30*time.Second, "ping a client's connection once it has sent nothing for this long; 0 turns the pings off")
-		kaTimeout = fs.Duration("keepalive-timeout", 20*time.Second, "close a connection that has still sent nothing this long after such a ping, or whose\nsocket has taken none of a response for this long; 0 means 20s")
+		kaTimeout = fs.Duration("keepalive-timeout", 20*time.Second, "close a connection that has still sent nothing, nor taken any of a response, this long\nafter such a ping; 0 means 20s")
 		transport = fs.String("grpc-transport", "xdsd", "gRPC server transport: xdsd (its own HTTP/2 transport, made for large fleets of\nmostly idle streams) or grpc-go (grpc-go's)")
 	)
 	fs.Usage = func() {
