@@ -18,19 +18,10 @@ import (
 // A connection that cannot be shut down one way at a time is closed.
 func TestFailedWriteEndsConnection(t *testing.T) {
 	for _, plain := range []bool{false, true} {
-		name := map[bool]string{false: "tcp", true: "plain_conn"}[plain]
-		t.Run(name, func(t *testing.T) {
+		t.Run(connKinds[plain], func(t *testing.T) {
 			svc := &service{ended: make(chan error, 16)}
 			s := h2grpc.NewServer(h2grpc.Options{})
-			lis, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := lis.Addr().String()
-			if plain {
-				lis = plainListener{lis}
-			}
-			serveListener(t, s, lis, svc)
+			addr := servePlainOr(t, s, svc, plain)
 
 			c := openDuplex(t, addr)
 			c.ask()
@@ -54,6 +45,26 @@ func TestFailedWriteEndsConnection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// connKinds names the subtests of servePlainOr's two kinds of connection.
+var connKinds = map[bool]string{false: "tcp", true: "plain_conn"}
+
+// servePlainOr serves svc with s on 127.0.0.1, handing out the accepted
+// connections as bare net.Conns if plain, and returns its address; s stops
+// when the test ends.
+func servePlainOr(t *testing.T, s *h2grpc.Server, svc testgrpc.TestServiceServer, plain bool) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	if plain {
+		lis = plainListener{lis}
+	}
+	serveListener(t, s, lis, svc)
+	return addr
 }
 
 // plainListener hands out its connections as bare net.Conns, which cannot

@@ -219,16 +219,22 @@ func (c *conn) progress() uint64 {
 }
 
 // abortIdle aborts c, idle since c.ka.idle, for why: it shuts the socket
-// down both ways, or closes it (the check holds no lock, so Close may wait
-// for the reader and the writers, which it wakes).
+// down both ways, or else closes it on a goroutine that the check's count
+// holds (Close waits for the reader and the writers, which it wakes, and
+// a connection that is TLS itself says goodbye first, which may wait).
 func (s *Server) abortIdle(c *conn, now time.Time, why string) {
 	s.opts.Logger.Debug("h2grpc: closing the connection: "+why,
 		"peer", c.raw.RemoteAddr().String(), "idle", now.Sub(c.ka.idle).Round(time.Millisecond))
 	c.ka.ended = true
 	s.ka.aborts.Add(1)
-	if !c.shutdownSocket() {
-		c.raw.Close()
+	if c.shutdownSocket() {
+		return
 	}
+	s.ka.wg.Add(1)
+	go func() {
+		defer s.ka.wg.Done()
+		c.raw.Close()
+	}()
 }
 
 // pingLocked writes a keepalive PING on c, whose wmu the caller holds, and

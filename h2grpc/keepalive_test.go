@@ -73,17 +73,23 @@ func TestKeepalivePingsIdleConnection(t *testing.T) {
 
 // TestKeepaliveClosesSilentConnection: a client that reads but does not
 // answer the ping is disconnected once KeepaliveTimeout has passed, and its
-// stream's handler ends.
+// stream's handler ends; a connection that cannot be shut down one way at
+// a time is closed.
 func TestKeepaliveClosesSilentConnection(t *testing.T) {
-	s, svc, addr := start(t, h2grpc.Options{KeepaliveTime: 20 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond})
-	c := openDuplex(t, addr)
-	c.ask()
-	if pings := readUntilClosed(t, c); pings == 0 {
-		t.Error("the connection was closed without a ping")
-	}
-	waitEnded(t, svc)
-	if _, aborts := h2grpc.KeepaliveCounts(s); aborts != 1 {
-		t.Errorf("%d connections closed for want of an answer, want 1", aborts)
+	for _, plain := range []bool{false, true} {
+		t.Run(connKinds[plain], func(t *testing.T) {
+			svc := &service{ended: make(chan error, 16)}
+			s := h2grpc.NewServer(h2grpc.Options{KeepaliveTime: 20 * time.Millisecond, KeepaliveTimeout: 50 * time.Millisecond})
+			c := openDuplex(t, servePlainOr(t, s, svc, plain))
+			c.ask()
+			if pings := readUntilClosed(t, c); pings == 0 {
+				t.Error("the connection was closed without a ping")
+			}
+			waitEnded(t, svc)
+			if _, aborts := h2grpc.KeepaliveCounts(s); aborts != 1 {
+				t.Errorf("%d connections closed for want of an answer, want 1", aborts)
+			}
+		})
 	}
 }
 
