@@ -8,7 +8,8 @@ import (
 
 // tcpAcked returns the bytes the peer's TCP has acknowledged on rc's
 // socket (TCP_INFO's tcpi_bytes_acked, Linux 4.1 on), and whether the
-// socket told.
+// socket told: a count of 0, which a kernel without the field gives too,
+// tells nothing.
 func tcpAcked(rc syscall.RawConn) (uint64, bool) {
 	if rc == nil {
 		return 0, false
@@ -20,5 +21,5 @@ func tcpAcked(rc syscall.RawConn) (uint64, bool) {
 	}); cerr != nil || err != nil {
 		return 0, false
 	}
-	return info.Bytes_acked, true
+	return info.Bytes_acked, info.Bytes_acked > 0
 }

@@ -26,15 +26,16 @@ var keepalivePing = [8]byte{'k', 'e', 'e', 'p', 'a', 'l', 'v', 'e'}
 // of life too: a long send holds up the reader (it waits for wmu to answer
 // the client's frames), and a ping may sit behind a backlog in the socket,
 // so a client that reads a large response slowly would otherwise be
-// called dead. So once a connection is due a ping, or has one out, each
-// look also reads its progress (connAlive.progress: on Linux, the bytes
+// called dead. So once a connection is due a ping, each look until it
+// reads again also reads its progress (connAlive.progress: on Linux, the bytes
 // the client's TCP has acknowledged, which stops when the client stops
 // reading and its receive buffer is full; elsewhere the bytes the socket
 // has taken, which moves only as writes are woken), and a change puts off
-// the ping, or the wait for its answer. A connection that was due a ping
-// when its writes were under way (wmu held) is pinged at a later look, and
-// aborted after KeepaliveTime and KeepaliveTimeout with no sign of life:
-// a send stuck on a client that does not read.
+// the ping, or the wait for its answer. (The client's TCP acknowledging
+// the ping itself so puts off that wait by a look.) A connection that was
+// due a ping when its writes were under way (wmu held) is pinged at a
+// later look, and aborted after KeepaliveTime and KeepaliveTimeout with no
+// sign of life: a send stuck on a client that does not read.
 //
 // The check writes the ping itself when the socket takes it at once, as it
 // nearly always does (after a fan-out, every client falls due at the same
@@ -176,8 +177,8 @@ func (s *Server) checkAlive(now time.Time) {
 			a.idle, a.pinged, a.watched = now, time.Time{}, false
 			continue
 		}
-		if a.pinged.IsZero() && now.Sub(a.idle) < s.opts.KeepaliveTime {
-			continue
+		if !a.watched && now.Sub(a.idle) < s.opts.KeepaliveTime {
+			continue // (once watched, watched at every look until it reads)
 		}
 		if p := c.progress(); !a.watched || p != a.progress {
 			if a.watched { // the client took bytes: alive

@@ -5,6 +5,7 @@ package h2grpc
 import (
 	"bytes"
 	"io"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -18,6 +19,7 @@ func idleConn(t *testing.T) (*Server, *conn, io.Reader) {
 	s := NewServer(Options{KeepaliveTime: time.Hour, KeepaliveTimeout: time.Minute})
 	c := newConn(s, server)
 	c.w, c.ready = newWriter(server, socketOf(server), &c.ka.sent), true
+	c.ka.rc = socketOf(server) // as the handshake sets it: progress is what the client's TCP acknowledged, where it tells
 	c.ka.started.Store(true)
 	s.conns[c] = struct{}{}
 	t.Cleanup(s.ka.wg.Wait)
@@ -242,5 +244,44 @@ func TestKeepaliveLeavesHandshakeAlone(t *testing.T) {
 	}
 	if pings, aborts := s.ka.pings.Load(), s.ka.aborts.Load(); pings != 0 || aborts != 0 {
 		t.Fatalf("%d pings and %d aborts of a connection in its handshake, want none", pings, aborts)
+	}
+}
+
+// TestKeepaliveStuckSendAbortsOnTime: once a connection is due a ping, the
+// check reads its progress at every look, so that a send that stops moving
+// is aborted KeepaliveTime and KeepaliveTimeout after its last progress,
+// not a KeepaliveTime later.
+func TestKeepaliveStuckSendAbortsOnTime(t *testing.T) {
+	s, c, _ := idleConn(t)
+	moved := func() {
+		t.Helper()
+		seen := c.progress()
+		if _, err := c.raw.Write(make([]byte, 1<<10)); err != nil { // the send's bytes, past wmu
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(10 * time.Second); c.progress() == seen; runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatal("the client's TCP acknowledged nothing in 10 s")
+			}
+		}
+	}
+	c.wmu.Lock() // a send under way
+	defer c.wmu.Unlock()
+	t0 := time.Now()
+	checkWithin(t, s, t0)
+	checkWithin(t, s, t0.Add(time.Hour)) // due: watched from now on
+	moved()
+	t1 := t0.Add(time.Hour + time.Second)
+	checkWithin(t, s, t1) // sees it move
+	moved()
+	t2 := t1.Add(time.Second)
+	checkWithin(t, s, t2) // sees it move again: the last progress
+	checkWithin(t, s, t2.Add(time.Hour+time.Minute-time.Millisecond))
+	if aborts := s.ka.aborts.Load(); aborts != 0 {
+		t.Fatal("aborted before KeepaliveTime and KeepaliveTimeout had passed since the last progress")
+	}
+	checkWithin(t, s, t2.Add(time.Hour+time.Minute))
+	if aborts := s.ka.aborts.Load(); aborts != 1 {
+		t.Fatalf("%d aborts KeepaliveTime and KeepaliveTimeout after the last progress, want 1", aborts)
 	}
 }
