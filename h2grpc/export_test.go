@@ -13,6 +13,16 @@ func PullOnly(s *Server) { s.pullOnly = true }
 // probe for frames to go with. Call it before Serve.
 func SetProbeAckMax(s *Server, d time.Duration) { s.probes.wait = d }
 
+// ProbeHolds returns a channel that s tells of each probe's answer it
+// holds, when it can take it at once. Call it before Serve; later calls
+// return the same channel.
+func ProbeHolds(s *Server) <-chan struct{} {
+	if s.probes.holds == nil {
+		s.probes.holds = make(chan struct{}, 1)
+	}
+	return s.probes.holds
+}
+
 // ProbesHeld returns how many of s's connections hold a probe's answer.
 func ProbesHeld(s *Server) int {
 	n := 0

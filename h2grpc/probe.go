@@ -48,6 +48,12 @@ func (c *conn) holdProbeAckLocked(data []byte) bool {
 	}
 	c.ackHeld, c.ackSweeps = true, c.srv.probes.sweeps.Load()
 	c.srv.armProbeSweep()
+	if h := c.srv.probes.holds; h != nil {
+		select { // a test waits for it
+		case h <- struct{}{}:
+		default:
+		}
+	}
 	return true
 }
 
@@ -61,6 +67,7 @@ func (c *conn) holdProbeAckLocked(data []byte) bool {
 // unless stopped, so stopProbeSweeps can wait for it.
 type probeAnswers struct {
 	wait   time.Duration // probeAckMax, unless a test sets it before Serve
+	holds  chan struct{} // if not nil (a test's, set before Serve), told of each answer held
 	armed  atomic.Bool   // the timer will run a sweep
 	sweeps atomic.Uint64 // sweeps started
 

@@ -103,17 +103,21 @@ func serveHolding(t *testing.T, wait time.Duration) string {
 func serveHoldingServer(t *testing.T, wait time.Duration) (*h2grpc.Server, string) {
 	s := h2grpc.NewServer(h2grpc.Options{})
 	h2grpc.SetProbeAckMax(s, wait)
+	h2grpc.ProbeHolds(s) // for waitHeld
 	return s, serveOn(t, s, &service{ended: make(chan error, 16)})
 }
 
-// waitHeld waits until n of s's connections hold a probe's answer.
+// waitHeld waits until n of s's connections hold a probe's answer: it
+// looks again each time s holds one (s must come from serveHoldingServer).
 func waitHeld(t *testing.T, s *h2grpc.Server, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); h2grpc.ProbesHeld(s) != n; {
-		if time.Now().After(deadline) {
+	timeout := time.After(10 * time.Second)
+	for h2grpc.ProbesHeld(s) != n {
+		select {
+		case <-h2grpc.ProbeHolds(s):
+		case <-timeout:
 			t.Fatalf("%d answers held, want %d", h2grpc.ProbesHeld(s), n)
 		}
-		time.Sleep(time.Millisecond) // polling a condition, bounded by the deadline
 	}
 }
 

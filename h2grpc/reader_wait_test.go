@@ -21,7 +21,8 @@ func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
 	var mu sync.Mutex
 	var calls []int // the bytes frames was given, call by call
 	called := make(chan struct{}, 1)
-	p := &pooledReader{rc: rc}
+	waits := make(chan struct{}, 1) // told each time the reader waits for the socket
+	p := &pooledReader{rc: waitsTold{rc, waits}}
 	p.frames = func(b []byte) (int, int, error) {
 		mu.Lock()
 		calls = append(calls, len(b))
@@ -49,14 +50,15 @@ func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
 	<-called // frames has seen the start, and said what it needs
 	write(want - 50 - 1)
 	// Wait until the reader has read those bytes too, short of what frames
-	// needs. Nothing signals that read (frames must not run), so the socket's
-	// receive queue is polled, bounded by a deadline.
-	deadline := time.Now().Add(10 * time.Second)
+	// needs (frames must not run): the socket's receive queue is looked at
+	// again each time the reader goes back to waiting for the socket.
+	timeout := time.After(10 * time.Second)
 	for unread(t, rc) > 0 {
-		if time.Now().After(deadline) {
+		select {
+		case <-waits:
+		case <-timeout:
 			t.Fatal("the reader did not read what was sent")
 		}
-		time.Sleep(time.Millisecond) // polling a condition, bounded by the deadline
 	}
 	write(1)
 	if err := <-done; err != nil {
@@ -69,6 +71,26 @@ func TestReaderWaitsForWhatFramesNeeds(t *testing.T) {
 			t.Fatalf("call %d to frames had %d bytes, after it asked for %d: calls %v", i+2, n, want, calls)
 		}
 	}
+}
+
+// waitsTold is a socket that tells waits each time its reader, reading it
+// through RawConn.Read, is about to wait for it to become readable.
+type waitsTold struct {
+	syscall.RawConn
+	waits chan<- struct{}
+}
+
+func (w waitsTold) Read(f func(fd uintptr) bool) error {
+	return w.RawConn.Read(func(fd uintptr) bool {
+		if f(fd) {
+			return true
+		}
+		select {
+		case w.waits <- struct{}{}:
+		default:
+		}
+		return false
+	})
 }
 
 // unread returns the bytes waiting in the socket's receive queue.

@@ -65,27 +65,48 @@ func TestRunReturnsPooledMemory(t *testing.T) {
 }
 
 // trimUntil runs the trimmer until done reports true, and fails the test
-// with what if that takes more than 10 s. The heap has no event to wait on:
-// it polls.
+// with what if that takes more than 10 s. It looks again after each trim
+// (the trimmer logs each one), and at each of the trimmer's looks, since
+// the runtime may also return memory by itself, with no trim to tell.
 func trimUntil(t *testing.T, done func() bool, what func() string) {
 	t.Helper()
+	trims := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
 		defer close(stopped)
-		Run(ctx, slog.New(slog.DiscardHandler), nil)
+		Run(ctx, slog.New(trimsTold{trims}), nil)
 	}()
 	defer func() {
 		cancel()
 		<-stopped
 	}()
-	deadline := time.Now().Add(10 * time.Second)
+	looks := time.NewTicker(trimEvery)
+	defer looks.Stop()
+	timeout := time.After(10 * time.Second)
 	for !done() {
-		if time.Now().After(deadline) {
+		select {
+		case <-trims:
+		case <-looks.C:
+		case <-timeout:
 			t.Fatal(what())
 		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, bounded by deadline
 	}
+}
+
+// trimsTold is a log handler that tells trims of each record: the
+// trimmer logs one per trim.
+type trimsTold struct{ trims chan<- struct{} }
+
+func (h trimsTold) Enabled(context.Context, slog.Level) bool { return true }
+func (h trimsTold) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h trimsTold) WithGroup(string) slog.Handler            { return h }
+func (h trimsTold) Handle(context.Context, slog.Record) error {
+	select {
+	case h.trims <- struct{}{}:
+	default:
+	}
+	return nil
 }
 
 // clock is the time the trimmer tests look at the heap: it moves by
