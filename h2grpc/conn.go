@@ -715,14 +715,20 @@ func (c *conn) flush(noWait bool) (bool, error) {
 // that will tell it nothing more. A connection that cannot be shut down
 // one way at a time (not TCP or Unix) is closed on a goroutine of its own.
 func (c *conn) abort() {
+	// The server's count of the connection is still held: a writer holds
+	// wmu, which shutdown takes before the connection ends.
+	c.abortOn(&c.srv.wg)
+}
+
+// abortOn is abort, whose goroutine, if any, wg counts; the caller sees
+// that a count of wg is held while it adds one.
+func (c *conn) abortOn(wg *sync.WaitGroup) {
 	if c.shutdownSocket() {
 		return
 	}
-	// The connection's own count is still held: a writer holds wmu, which
-	// shutdown takes before the connection ends.
-	c.srv.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer c.srv.wg.Done()
+		defer wg.Done()
 		c.raw.Close()
 	}()
 }

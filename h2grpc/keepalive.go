@@ -219,8 +219,8 @@ func (c *conn) progress() uint64 {
 	return c.ka.sent.Load()
 }
 
-// abortIdle aborts c, idle since c.ka.idle, for why: it shuts the socket
-// down both ways, or else closes it on a goroutine that the check's count
+// abortIdle aborts c, idle since c.ka.idle, for why, counting a goroutine
+// that closes it, if any, with the check's own count, which the check
 // holds (Close waits for the reader and the writers, which it wakes, and
 // a connection that is TLS itself says goodbye first, which may wait).
 func (s *Server) abortIdle(c *conn, now time.Time, why string) {
@@ -228,14 +228,7 @@ func (s *Server) abortIdle(c *conn, now time.Time, why string) {
 		"peer", c.raw.RemoteAddr().String(), "idle", now.Sub(c.ka.idle).Round(time.Millisecond))
 	c.ka.ended = true
 	s.ka.aborts.Add(1)
-	if c.shutdownSocket() {
-		return
-	}
-	s.ka.wg.Add(1)
-	go func() {
-		defer s.ka.wg.Done()
-		c.raw.Close()
-	}()
+	c.abortOn(&s.ka.wg)
 }
 
 // pingLocked writes a keepalive PING on c, whose wmu the caller holds, and
