@@ -42,13 +42,31 @@ type Loader struct {
 	// event to have it read again, rather than be taken half-written.
 	watched bool
 	// writerOpen, set by Watch, reports whether a writer has the file rel
-	// open and is to be waited for, and when it last wrote. A walk (Load)
-	// keeps a file it finds so as it was, and lists it in writers, for
-	// Watch to read it once it is closed: written in place when xdsd
-	// started, or in a directory made a moment before it was watched.
-	writerOpen func(rel string) (time.Time, bool)
+	// open, and when it last wrote; walk says whether Load asks. A file
+	// found writing is kept as it was and listed in writers, for Watch to
+	// read it once it is closed: written in place when xdsd started, or in
+	// a directory made a moment before it was watched. A file found
+	// unsure is kept as it was and listed in unsure, for Watch to look at
+	// again shortly.
+	writerOpen func(rel string, walk bool) (time.Time, writerState)
 	writers    []writer
+	unsure     []string
 }
+
+// writerState is what writerOpen found of a file's writers.
+type writerState int
+
+const (
+	noWriter writerState = iota // none to wait for: read it
+	// writing: a writer has the file open and wrote it lately; read it
+	// once its writer closes it.
+	writing
+	// unsure: a writer's close of the file was reported, yet the file is
+	// open for writing: the writer letting go (the kernel reports a close
+	// first), or a new writer, whose writes' events are on their way; look
+	// again shortly.
+	unsure
+)
 
 // writer is a file a walk found open for writing, and when it was last
 // written.
@@ -117,6 +135,7 @@ const racyWindow = 2 * time.Second
 type stamp struct {
 	size  int64
 	mtime time.Time
+	ctime time.Time // zero where not read (see changeTime)
 	ino   uint64
 }
 
@@ -175,8 +194,9 @@ func IsConfigFile(rel string) bool {
 }
 
 // Load reads the directory and returns the whole configuration, or an
-// *Error listing every problem. Files whose size, modification time and
-// inode are unchanged since the last Load are not read again.
+// *Error listing every problem. Files whose size, modification time,
+// change time (on Linux) and inode are unchanged since the last Load are
+// not read again.
 func (l *Loader) Load() (*Result, error) {
 	start := time.Now()
 	l.last = nil // files change below: only a successful assemble sets it again
@@ -211,12 +231,12 @@ func (l *Loader) Load() (*Result, error) {
 		}
 		seen[rel] = true
 		if r := l.stale(rel, info, l.named[rel]); r != nil {
-			r.checkWriter = l.writerOpen != nil
+			r.checkWriter, r.walk = l.writerOpen != nil, true
 			stale = append(stale, r)
 		}
 		return nil
 	})
-	l.writers = l.writers[:0]
+	l.writers, l.unsure = l.writers[:0], l.unsure[:0]
 	reread := 0
 	if err == nil {
 		reread, err = l.storeAll(stale)
@@ -256,7 +276,7 @@ func (l *Loader) storeAll(rs []*reading) (int, error) {
 		if err := l.store(r); err != nil {
 			return read, err
 		}
-		if !r.gone && !r.moved {
+		if !r.gone && !r.moved && r.writer == noWriter {
 			read++
 		}
 	}
@@ -296,9 +316,11 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 			return l.Load()
 		}
 		if r := l.stale(rel, info, true); r != nil {
+			r.checkWriter = l.writerOpen != nil
 			stale = append(stale, r)
 		}
 	}
+	l.writers, l.unsure = l.writers[:0], l.unsure[:0]
 	before := make(map[string]*fileState, len(stale)) // what changed files held
 	for _, r := range stale {
 		before[r.rel] = l.files[r.rel]
@@ -382,10 +404,11 @@ type reading struct {
 	err     error // another error reading it
 	// moved: with watched set, the file changed while it was read.
 	moved bool
-	// checkWriter: look whether a writer has it open (writerOpen), and
-	// if so, writing, leave it as it was.
-	checkWriter, writing bool
-	writtenAt            time.Time
+	// checkWriter: look whether a writer has it open (writerOpen; walk:
+	// for Load), and if so (writer), leave it as it was.
+	checkWriter, walk bool
+	writer            writerState
+	writtenAt         time.Time
 }
 
 // stale returns a reading of the file rel, whose current information is
@@ -409,7 +432,7 @@ func (l *Loader) stale(rel string, info fs.FileInfo, named bool) *reading {
 func (l *Loader) readAll(rs []*reading) {
 	read := func(r *reading) {
 		if r.checkWriter {
-			if r.writtenAt, r.writing = l.writerOpen(r.rel); r.writing {
+			if r.writtenAt, r.writer = l.writerOpen(r.rel, r.walk); r.writer != noWriter {
 				return
 			}
 		}
@@ -461,9 +484,12 @@ func (l *Loader) store(r *reading) error {
 		return r.err
 	case r.moved:
 		return nil // as it was: the change that moved it is on its way
-	case r.writing:
+	case r.writer == writing:
 		l.writers = append(l.writers, writer{r.rel, r.writtenAt})
 		return nil // as it was: Watch reads it once its writer closes it
+	case r.writer == unsure:
+		l.unsure = append(l.unsure, r.rel)
+		return nil // as it was: Watch looks again shortly
 	}
 	if _, ok := l.files[r.rel]; !ok {
 		l.paths = nil
@@ -481,7 +507,7 @@ func changedSince(fsys fs.FS, rel string, st stamp) bool {
 }
 
 func stampOf(info fs.FileInfo) stamp {
-	return stamp{size: info.Size(), mtime: info.ModTime(), ino: inode(info)}
+	return stamp{size: info.Size(), mtime: info.ModTime(), ctime: changeTime(info), ino: inode(info)}
 }
 
 // assemble checks the files together: parse problems, duplicate names

@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/configdir"
@@ -317,5 +319,50 @@ func TestReloadSameBytesKeepsResources(t *testing.T) {
 	}
 	if byName(got)["eds/b"] == now["eds/b"] {
 		t.Fatal("a file mended to bytes it held before it broke was not parsed again")
+	}
+}
+
+// TestReloadSameSizeAndTimeOtherBytes: a file rewritten in place with as
+// many bytes and its modification time put back (cp -p, rsync -t, a build
+// that pins file times) is read again, by a load of it alone and by a
+// walk: its change time moved, which no writer can set. Before, its size,
+// modification time and inode called it unchanged, for good.
+func TestReloadSameSizeAndTimeOtherBytes(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("change times are read on Linux")
+	}
+	for _, walk := range []bool{false, true} {
+		t.Run(fmt.Sprintf("walk=%v", walk), func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.yaml")
+			pinned := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+			write(t, dir, "a.yaml", clusterYAML("a", 1001))
+			if err := os.Chtimes(path, pinned, pinned); err != nil {
+				t.Fatal(err)
+			}
+			l := configdir.NewLoader(dir)
+			if _, err := l.Load(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(clusterYAML("a", 1002)), 0o644); err != nil { // in place, as many bytes
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, pinned, pinned); err != nil {
+				t.Fatal(err)
+			}
+			var res *configdir.Result
+			var err error
+			if walk {
+				res, err = l.Load()
+			} else {
+				res, err = l.Reload([]string{"a.yaml"})
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := versions(res), want(t, map[string]string{"a.yaml": clusterYAML("a", 1002)}); !slices.Equal(got, want) {
+				t.Fatalf("a.yaml rewritten with as many bytes and its time put back: %v, want %v", got, want)
+			}
+		})
 	}
 }

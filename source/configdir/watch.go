@@ -45,6 +45,15 @@ const RootRetry = time.Second
 // writeWait is WriteWait; tests shorten it.
 var writeWait = WriteWait
 
+// unsureLook is how soon Watch looks again at a file whose writer's close
+// it took in, yet found open for writing (the writer letting go, or a new
+// one whose writes' events are on their way), and unsureFor how long it
+// keeps doing so with no write reported before it reads the file.
+const (
+	unsureLook = Settle
+	unsureFor  = MaxDelay
+)
+
 // Watch reloads the loader's directory dir whenever a file in it (or in
 // its subdirectories) changes, and calls apply with each configuration that
 // loads or reject with each error, until ctx is done. It loads once at the
@@ -78,7 +87,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	}
 	l.watched = true
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{},
-		closed: map[string]bool{}, hidden: map[string]bool{}, links: map[string]bool{}, full: true}
+		closed: map[string]bool{}, unsure: map[string]time.Time{}, hidden: map[string]bool{}, links: map[string]bool{}, full: true}
 	if n.reportsCloses() { // else a file found open could only wait out writeWait
 		l.writerOpen = w.writerOpen
 		defer func() { l.writerOpen = nil }()
@@ -148,9 +157,14 @@ type watch struct {
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
 	// closed holds the files whose writer's close was taken in since the
-	// last load: a walk does not wait for them, though the writer may
-	// not have let go yet (the kernel reports the close first).
+	// last load: one then found open for writing is unsure (the kernel
+	// reports a close before the writer lets go, and a new writer's
+	// events may not have come yet), not waited for as a writer.
 	closed map[string]bool
+	// unsure holds the files a load found unsure, and when the first
+	// such load was: looked at again every unsureLook, and read once
+	// their writer is gone or unsureFor passed without a write.
+	unsure map[string]time.Time
 	// hidden holds the hidden names events named since the last load:
 	// true if one made the name (created, or renamed to it) after the
 	// last that took it away. links holds the hidden links there were
@@ -343,6 +357,19 @@ func (w *watch) load() time.Duration {
 		}
 	}
 	w.l.writers = w.l.writers[:0]
+	unsure := make(map[string]time.Time, len(w.l.unsure))
+	for _, rel := range w.l.unsure { // looked at again shortly
+		first, ok := w.unsure[rel]
+		if !ok {
+			first = now
+		}
+		unsure[rel], w.changed[rel] = first, true
+		if due == 0 || unsureLook < due {
+			due = unsureLook
+		}
+	}
+	w.unsure = unsure
+	w.l.unsure = w.l.unsure[:0]
 	// A read that failed (not a configuration with problems, whose files
 	// were all read) may have left changed files unread: the next load
 	// walks the directory and reads whatever changed.
@@ -359,16 +386,33 @@ func (w *watch) load() time.Duration {
 	return due
 }
 
-// writerOpen is the Loader's writerOpen: whether a walk is to wait for a
-// writer of the file rel, one that has it open and wrote it less than
-// writeWait ago, as a writer seen writing is waited for; and when it last
-// wrote. It runs on the Loader's readers while Watch's goroutine waits.
-func (w *watch) writerOpen(rel string) (time.Time, bool) {
-	if w.closed[rel] {
-		return time.Time{}, false
+// writerOpen is the Loader's writerOpen. A file whose writer's close was
+// taken in since the last load (or that was unsure then, for up to
+// unsureFor) is unsure if it is open for writing. Otherwise a walk (Load)
+// waits for a writer that has the file open and wrote it less than
+// writeWait ago, as for a writer seen writing, and a load of the files
+// events named leaves to their events (a write holds a file until its
+// close) the files that are not: a file renamed into place may be held
+// open by its writer under its old name, whose close is not reported.
+// It returns when the file was last written, for a writer waited for. It
+// runs on the Loader's readers while Watch's goroutine waits.
+func (w *watch) writerOpen(rel string, walk bool) (time.Time, writerState) {
+	first, wasUnsure := w.unsure[rel]
+	if !walk && !w.closed[rel] && !wasUnsure {
+		return time.Time{}, noWriter
 	}
 	at, open := writtenAt(filepath.Join(w.dir, rel))
-	return at, open && time.Since(at) < writeWait
+	switch {
+	case !open:
+		return at, noWriter
+	case w.closed[rel] || wasUnsure && time.Since(first) < unsureFor:
+		return at, unsure
+	case wasUnsure: // open all along, and nothing written: read what is there
+		return at, noWriter
+	case time.Since(at) < writeWait:
+		return at, writing
+	}
+	return at, noWriter
 }
 
 // addTree watches dir and its subdirectories, skipping hidden ones. Links
