@@ -187,6 +187,26 @@ func TestSotW(t *testing.T) {
 		wantNames(t, s.Recv(), "b")
 	})
 
+	t.Run("S5_S7_stale_request_names_apply", func(t *testing.T) {
+		// A stale request drops b while a response with b is in flight:
+		// the client ignores b there. When it names b again, in its
+		// reply to that response, b is sent again though unchanged
+		// (S10). Before, the stale request's names were ignored with
+		// it, and b was never sent again.
+		e := start(t, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
+		s := e.ADS(t)
+		s.Send(req(eds, "a", "b"))
+		r1 := s.Recv()
+		s.Send(ack(r1, "a", "b"))
+		publish(e, rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 2))
+		r2 := s.Recv()
+		wantNames(t, r2, "b")
+		s.Send(ack(r1, "a")) // sent before r2 was read: stale
+		s.ExpectNone()
+		s.Send(ack(r2, "a", "b")) // b's cluster is back
+		wantNames(t, s.Recv(), "b")
+	})
+
 	t.Run("S6_no_resend_at_current_version", func(t *testing.T) {
 		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
 		s := e.ADS(t)
