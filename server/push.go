@@ -150,6 +150,7 @@ func (st *stream) resume(ts *typeState) {
 	ts.settle(w, true, st.snap)
 	ts.sent = true
 	ts.lastVersion = claimed
+	st.status.resumed(ts.t, claimed)
 }
 
 // send writes one response for ts carrying w's upserts and, if

@@ -382,6 +382,21 @@ func TestSotW(t *testing.T) {
 		if got := s2.Recv(); got.TypeUrl != eds {
 			t.Fatalf("got %s response, want only eds", got.TypeUrl)
 		}
+		// Its status shows CDS at the version it holds, as sent (with no
+		// nonce) and ACKed: SYNCED. Before, CDS was left out of it.
+		resumed := func() bool {
+			for _, ss := range e.Server.Status() {
+				for _, ts := range ss.Types {
+					if ts.TypeURL == cds && ts.SentNonce == "" && ts.SentVersion == r.VersionInfo && ts.AckedVersion == r.VersionInfo {
+						return true
+					}
+				}
+			}
+			return false
+		}
+		if !resumed() {
+			t.Fatalf("status %+v: no stream with cds resumed at %s", e.Server.Status(), r.VersionInfo)
+		}
 		// A stale version is answered.
 		s3 := e.ADS(t)
 		old := req(cds)

@@ -39,7 +39,10 @@ type StreamStatus struct {
 type TypeStatus struct {
 	// TypeURL is the resource type.
 	TypeURL string
-	// SentVersion and SentNonce describe the latest response, sent at SentAt.
+	// SentVersion and SentNonce describe the latest response, sent at
+	// SentAt. A SotW type resumed at the version its client held (S13),
+	// which is sent nothing, has that version as sent and ACKed, with no
+	// nonce.
 	SentVersion string
 	SentNonce   string
 	SentAt      time.Time
@@ -140,6 +143,16 @@ func (ss *streamStatus) typeLocked(t *resource.Type) *TypeStatus {
 	})
 	ss.s.Types = slices.Insert(ss.s.Types, i, TypeStatus{TypeURL: t.URL})
 	return &ss.s.Types[i]
+}
+
+// resumed records that t was resumed at version, which its client holds.
+func (ss *streamStatus) resumed(t *resource.Type, version string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ts := ss.typeLocked(t)
+	now := time.Now()
+	ts.SentVersion, ts.SentNonce, ts.SentAt = version, "", now
+	ts.AckedVersion, ts.AckedAt = version, now
 }
 
 func (ss *streamStatus) sent(t *resource.Type, version, nonce string) {
