@@ -157,9 +157,8 @@ type watch struct {
 	changed map[string]bool      // files named by events since the last load
 	writing map[string]time.Time // files a writer modified and has not closed: when last modified
 	// closed holds the files whose writer's close was taken in since the
-	// last load: one then found open for writing is unsure (the kernel
-	// reports a close before the writer lets go, and a new writer's
-	// events may not have come yet), not waited for as a writer.
+	// last load: a walk that finds one open for writing takes it for
+	// unsure (see writerOpen), not for a writer to wait for.
 	closed map[string]bool
 	// unsure holds the files a load found unsure, and when the first
 	// such load was: looked at again every unsureLook, and read once
@@ -386,29 +385,31 @@ func (w *watch) load() time.Duration {
 	return due
 }
 
-// writerOpen is the Loader's writerOpen. A file whose writer's close was
-// taken in since the last load (or that was unsure then, for up to
-// unsureFor) is unsure if it is open for writing. Otherwise a walk (Load)
-// waits for a writer that has the file open and wrote it less than
-// writeWait ago, as for a writer seen writing, and a load of the files
-// events named leaves to their events (a write holds a file until its
-// close) the files that are not: a file renamed into place may be held
-// open by its writer under its old name, whose close is not reported.
-// It returns when the file was last written, for a writer waited for. It
-// runs on the Loader's readers while Watch's goroutine waits.
+// writerOpen is the Loader's writerOpen. A file open for writing is
+// unsure when events named it (a load of the files they named, or a walk
+// after its writer's close was taken in): a writer letting go (the kernel
+// reports a close first), one that renamed it into place and has yet to
+// close it, or a new one whose writes' events are on their way; each
+// brings an event or lets go soon. So is one that was unsure, until
+// unsureFor has passed: open all along and written nothing since, it is
+// read as it is. A walk otherwise waits for a writer that has the file
+// open and wrote it less than writeWait ago, as for a writer seen
+// writing. It returns when the file was last written, for a writer
+// waited for. It runs on the Loader's readers while Watch's goroutine
+// waits.
 func (w *watch) writerOpen(rel string, walk bool) (time.Time, writerState) {
-	first, wasUnsure := w.unsure[rel]
-	if !walk && !w.closed[rel] && !wasUnsure {
-		return time.Time{}, noWriter
-	}
 	at, open := writtenAt(filepath.Join(w.dir, rel))
+	first, wasUnsure := w.unsure[rel]
 	switch {
 	case !open:
 		return at, noWriter
-	case w.closed[rel] || wasUnsure && time.Since(first) < unsureFor:
-		return at, unsure
-	case wasUnsure: // open all along, and nothing written: read what is there
+	case wasUnsure:
+		if time.Since(first) < unsureFor {
+			return at, unsure
+		}
 		return at, noWriter
+	case !walk || w.closed[rel]:
+		return at, unsure
 	case time.Since(at) < writeWait:
 		return at, writing
 	}

@@ -248,41 +248,46 @@ func TestWatchClosedFileNotHeldByAWalk(t *testing.T) {
 }
 
 // TestWatchRewrittenInPlaceAfterItsClose: a file written in place and
-// closed, then at once written in place again, where the second writer's
-// truncation and first part come after the watcher took in the first close
-// but before the load reads the file (the fake notifier reports the first
-// close alone, as inotify's reader that has not yet read the second
-// writer's events): the load must not take what the second writer has
-// written so far (here port 8 for 80), and its writes' events, once they
-// come, hold the file until its close. Before, the load read the part.
+// closed (or renamed into place), then at once written in place again,
+// where the second writer's truncation and first part come after the
+// watcher took in the first event but before the load reads the file (the
+// fake notifier reports the first event alone, as inotify's reader that
+// has not yet read the second writer's events): the load must not take
+// what the second writer has written so far (here port 8 for 80), and its
+// writes' events, once they come, hold the file until its close. Before,
+// the load read the part.
 func TestWatchRewrittenInPlaceAfterItsClose(t *testing.T) {
 	needLeases(t)
-	configdir.SetWriteWait(t, time.Hour) // only the close ends the wait
-	fake := configdir.UseFakeNotifier(t)
-	dir := t.TempDir()
-	path := filepath.Join(dir, "a.yaml")
-	write(t, dir, "a.yaml", blockCluster("a", "1"))
-	w := startWatch(t, configdir.NewLoader(dir), dir)
-	before := versions(w.result(t))
-	whole := blockCluster("a", "80")
-	f := truncate(t, path)
-	if _, err := f.WriteString(whole[:len(whole)-1]); err != nil {
-		t.Fatal(err)
-	}
-	fake.Report(configdir.FakeEvent{Path: path, Op: "closed"}) // the first writer's
-	if got := versions(w.result(t)); !slices.Equal(got, before) {
-		t.Fatalf("a.yaml's close reported, a second writer at it: %v, want it as it was, %v", got, before)
-	}
-	fake.Report(configdir.FakeEvent{Path: path, Op: "written"}) // the second writer's, late
-	if _, err := f.WriteString(whole[len(whole)-1:]); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	fake.Report(configdir.FakeEvent{Path: path, Op: "closed"})
-	if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": whole}); !slices.Equal(got, want) {
-		t.Fatalf("the second writer closed a.yaml: %v, want %v", got, want)
+	for _, first := range []string{"closed", "arrived"} {
+		t.Run(first, func(t *testing.T) {
+			configdir.SetWriteWait(t, time.Hour) // only the close ends the wait
+			fake := configdir.UseFakeNotifier(t)
+			dir := t.TempDir()
+			path := filepath.Join(dir, "a.yaml")
+			write(t, dir, "a.yaml", blockCluster("a", "1"))
+			w := startWatch(t, configdir.NewLoader(dir), dir)
+			before := versions(w.result(t))
+			whole := blockCluster("a", "80")
+			f := truncate(t, path)
+			if _, err := f.WriteString(whole[:len(whole)-1]); err != nil {
+				t.Fatal(err)
+			}
+			fake.Report(configdir.FakeEvent{Path: path, Op: first}) // the first writer's
+			if got := versions(w.result(t)); !slices.Equal(got, before) {
+				t.Fatalf("a.yaml %s, a second writer at it: %v, want it as it was, %v", first, got, before)
+			}
+			fake.Report(configdir.FakeEvent{Path: path, Op: "written"}) // the second writer's, late
+			if _, err := f.WriteString(whole[len(whole)-1:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			fake.Report(configdir.FakeEvent{Path: path, Op: "closed"})
+			if got, want := w.changed(t, before), want(t, map[string]string{"a.yaml": whole}); !slices.Equal(got, want) {
+				t.Fatalf("the second writer closed a.yaml: %v, want %v", got, want)
+			}
+		})
 	}
 }
 
