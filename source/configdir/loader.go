@@ -61,10 +61,8 @@ const (
 	// writing: a writer has the file open and wrote it lately; read it
 	// once its writer closes it.
 	writing
-	// unsure: a writer's close of the file was reported, yet the file is
-	// open for writing: the writer letting go (the kernel reports a close
-	// first), or a new writer, whose writes' events are on their way; look
-	// again shortly.
+	// unsure: events named the file, yet it is open for writing (see
+	// watch.writerOpen); look again shortly.
 	unsure
 )
 

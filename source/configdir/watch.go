@@ -45,10 +45,9 @@ const RootRetry = time.Second
 // writeWait is WriteWait; tests shorten it.
 var writeWait = WriteWait
 
-// unsureLook is how soon Watch looks again at a file whose writer's close
-// it took in, yet found open for writing (the writer letting go, or a new
-// one whose writes' events are on their way), and unsureFor how long it
-// keeps doing so with no write reported before it reads the file.
+// unsureLook is how soon Watch looks again at a file that events named
+// but a load found open for writing (see writerOpen), and unsureFor how
+// long it keeps doing so with no write reported before it reads the file.
 const (
 	unsureLook = Settle
 	unsureFor  = MaxDelay
