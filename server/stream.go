@@ -319,19 +319,13 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 	}
 	ts := st.state(t)
 	nonce := req.GetResponseNonce()
-	if nonce != "" && ts.nonce != "" && nonce != ts.nonce {
-		// Stale: superseded by a response the client has not seen yet
-		// (S5). Its version says nothing of that response, and it gets
-		// no response of its own (one is in flight, and the next waits
-		// for its reply), but its names are the client's newest (S7): a
-		// name it drops here, it ignores in the response in flight, and
-		// names it again later only if sent it again (S10).
-		if ts.active && (!ts.namesKnown || ts.namesDigest != d) {
-			ts.setNames(req.GetResourceNames())
-			ts.namesDigest, ts.namesKnown = d, true
-		}
-		return nil
-	}
+	// A request with another nonce than the latest is stale (S5):
+	// superseded by a response the client has not seen yet. Its version
+	// says nothing of that response, and it gets no response of its own
+	// (one is in flight, and the next waits for its reply), but its names
+	// are the client's newest (S7): a name it drops there, it ignores in
+	// the response in flight, and names again later only to be sent it
+	// again (S10).
 	if nonce != "" && nonce == ts.nonce {
 		st.recordReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	}
