@@ -254,7 +254,7 @@ func (fc *fuzzClient) model(url string) *fuzzModel {
 
 // track updates the model for a request the server accepted for type t.
 // answered reports whether it answers the response in flight.
-func (fc *fuzzClient) track(t *resource.Type, req proto.Message, answered, stale bool) {
+func (fc *fuzzClient) track(t *resource.Type, req proto.Message, answered bool) {
 	m := fc.model(t.URL)
 	first := !m.active
 	m.active = true
@@ -263,10 +263,8 @@ func (fc *fuzzClient) track(t *resource.Type, req proto.Message, answered, stale
 		if answered {
 			fc.answer(m, r.GetErrorDetail() != nil)
 		}
-		if stale {
-			return
-		}
-		// S7, S8: the request replaces the subscription.
+		// S7, S8: the request replaces the subscription, a stale one too
+		// (it only answers no response).
 		m.wildcard, m.names = false, map[string]bool{}
 		for _, n := range r.GetResourceNames() {
 			if n == "*" {
@@ -536,13 +534,12 @@ func (fc *fuzzClient) handle(req proto.Message) {
 		return
 	}
 	fc.requested[t.URL] = true
-	stale := !fc.delta && nonce != "" && fc.lastNonce[t.URL] != "" && nonce != fc.lastNonce[t.URL]
 	answered := nonce != "" && nonce == fc.inFlight[t.URL]
 	if answered {
 		delete(fc.inFlight, t.URL)
 	}
-	fc.track(t, req, answered, stale)
-	if !fc.delta && !stale {
+	fc.track(t, req, answered)
+	if !fc.delta {
 		fc.lastNames[t.URL] = names
 	}
 }
@@ -711,7 +708,11 @@ func (fc *fuzzClient) checkSotw(resp *discovery.DiscoveryResponse) error {
 		if typ.FullState {
 			clear(m.held) // S9: the response is the whole state
 		}
-		maps.Copy(m.held, got)
+		for n, v := range got { // a client ignores what it no longer subscribes to
+			if m.wildcard || m.names[n] {
+				m.held[n] = v
+			}
+		}
 	}
 	for _, a := range resp.GetResources() {
 		var name, version string
