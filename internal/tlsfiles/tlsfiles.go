@@ -5,8 +5,10 @@
 // The files are loaded once when the configuration is built (so a bad file
 // is an error at start-up) and re-read afterwards, without a restart, when
 // any of them changes on disk. Changes are detected lazily during TLS
-// handshakes by comparing each file's size, modification time and identity
-// (device and inode) from os.Stat, at most once per CheckInterval. A change
+// handshakes by comparing each file's size, modification time, change
+// time (on Linux: a same-size rewrite with its modification time put back,
+// by cp -p say, moves it) and identity (device and inode) from os.Stat, at
+// most once per CheckInterval. A change
 // that does not load (a file caught half-written, a certificate replaced
 // before its key, garbage) is logged and the last good material keeps
 // serving; the files are retried when they change again.
@@ -27,6 +29,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/xdsd/xdsd/internal/filestamp"
 )
 
 // DefaultCheckInterval is the minimum time between two checks of the files
@@ -137,7 +141,8 @@ func (s stamps) equal(o stamps) bool {
 			}
 			continue
 		}
-		if !os.SameFile(a, b) || a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) {
+		if !os.SameFile(a, b) || a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) ||
+			!filestamp.ChangeTime(a).Equal(filestamp.ChangeTime(b)) {
 			return false
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/filestamp"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -133,7 +134,7 @@ const racyWindow = 2 * time.Second
 type stamp struct {
 	size  int64
 	mtime time.Time
-	ctime time.Time // zero where not read (see changeTime)
+	ctime time.Time // zero where not read (see filestamp.ChangeTime)
 	ino   uint64
 }
 
@@ -505,7 +506,7 @@ func changedSince(fsys fs.FS, rel string, st stamp) bool {
 }
 
 func stampOf(info fs.FileInfo) stamp {
-	return stamp{size: info.Size(), mtime: info.ModTime(), ctime: changeTime(info), ino: inode(info)}
+	return stamp{size: info.Size(), mtime: info.ModTime(), ctime: filestamp.ChangeTime(info), ino: inode(info)}
 }
 
 // assemble checks the files together: parse problems, duplicate names

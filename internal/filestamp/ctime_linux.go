@@ -1,4 +1,4 @@
-package configdir
+package filestamp
 
 import (
 	"io/fs"
@@ -6,12 +6,12 @@ import (
 	"time"
 )
 
-// changeTime is the file's change time (ctime), or zero if info does not
+// ChangeTime is the file's change time (ctime), or zero if info does not
 // say. Every write, truncation and change of the file's times moves it,
 // and no writer can set it: a file rewritten with as many bytes and its
 // modification time put back (cp -p) keeps its size and modification time,
 // not its change time.
-func changeTime(info fs.FileInfo) time.Time {
+func ChangeTime(info fs.FileInfo) time.Time {
 	if sys, ok := info.Sys().(*syscall.Stat_t); ok {
 		return time.Unix(sys.Ctim.Unix())
 	}
