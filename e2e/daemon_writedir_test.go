@@ -122,3 +122,39 @@ func checkFiles(t *testing.T, dir string, enc fileout.Encoding, want map[string]
 		}
 	}
 }
+
+// TestDaemon_T5_write_dir_retries: a write of the files that fails (the
+// directory replaced by a plain file here) is tried again until it
+// succeeds, without waiting for the configuration to change again; the
+// directory is made again if it went. Before, the files stayed missing
+// (or stale) until the next change of the configuration.
+func TestDaemon_T5_write_dir_retries(t *testing.T) {
+	t.Parallel()
+	enc, err := fileout.ParseEncoding("yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := newConfigDir(t)
+	cfg.writeService(dummyA)
+	out := filepath.Join(t.TempDir(), "out")
+	d := startReady(t, nil, serveArgs(cfg.dir, "--write-dir", out, "--write-node", "files-node")...)
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	d.waitLogLine(ctx, t, "the files written", `msg="wrote files for filesystem subscriptions"`)
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.write(endpointsFile, endpointsYAML(svcCluster, dummyB))
+	d.waitLogLine(ctx, t, "the failed write", `msg="writing files for filesystem subscriptions; trying again"`)
+	if err := os.Remove(out); err != nil { // the configuration stays as it is
+		t.Fatal(err)
+	}
+	eventually(ctx, t, "the files written again", func() (bool, string) {
+		entries, err := os.ReadDir(out)
+		return err == nil && len(entries) == len(fileout.Types()), fmt.Sprintf("%d files, %v", len(entries), err)
+	})
+	checkFiles(t, out, enc, cfg.byType())
+}

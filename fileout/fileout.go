@@ -118,9 +118,13 @@ func Response(snap *cache.Snapshot, t *resource.Type) *discovery.DiscoveryRespon
 // of the files it replaced, in ADS order; files whose content is unchanged
 // are left alone. A nil snap writes empty responses. On error the other
 // types are still written, and the error names each file that failed.
+// A directory removed since New is made again.
 func (w *Writer) Write(snap *cache.Snapshot) (written []string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if err := os.MkdirAll(w.dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fileout: %w", err)
+	}
 	var errs []error
 	for _, t := range Types() {
 		data, e := w.enc.Marshal(Response(snap, t))

@@ -96,7 +96,10 @@ type Daemon struct {
 	log    *slog.Logger
 	cache  *cache.Cache
 	server *server.Server
-	writer *fileout.Writer // nil without WriteDir; used by the config goroutine only
+	writer *fileout.Writer // nil without WriteDir; used by writeFilesLoop only
+	// filesDue tells writeFilesLoop that a configuration was published
+	// (one waiting signal at most); nil without WriteDir.
+	filesDue chan struct{}
 
 	// The configuration's loads and publications, timed (see handleMetrics).
 	loads, publishes metrics.Histogram
@@ -209,6 +212,14 @@ func Run(ctx context.Context, o Options) error {
 		defer wg.Done()
 		heaptrim.Run(ctx, d.log, d.server)
 	}()
+	if d.writer != nil {
+		d.filesDue = make(chan struct{}, 1)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.writeFilesLoop(ctx)
+		}()
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -344,23 +355,66 @@ func (d *Daemon) apply(res *configdir.Result) {
 	}
 	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
 		"files_read", res.Reread, "changed", n, "waited", res.Waited, "load", res.Took, "publish", published.Sub(start))
-	d.writeFiles()
+	if d.filesDue != nil {
+		select {
+		case d.filesDue <- struct{}{}:
+		default: // a write is due already: it writes this configuration
+		}
+	}
 }
 
-// writeFiles renders the configuration for WriteNode into WriteDir.
-func (d *Daemon) writeFiles() {
-	if d.writer == nil {
-		return
+// writeRetryMin and writeRetryMax bound the wait before a failed write of
+// WriteDir's files is tried again: it doubles from the first to the second.
+const (
+	writeRetryMin = 500 * time.Millisecond
+	writeRetryMax = 30 * time.Second
+)
+
+// writeFilesLoop writes the files of WriteDir each time a configuration is
+// published (filesDue), and after a failed write (the directory removed,
+// say) tries again until a write succeeds, without waiting for the
+// configuration to change, until ctx is done. A write due then is made
+// once more.
+func (d *Daemon) writeFilesLoop(ctx context.Context) {
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	wait := writeRetryMin
+	for {
+		select {
+		case <-ctx.Done():
+			select {
+			case <-d.filesDue:
+				d.writeFiles()
+			default:
+			}
+			return
+		case <-d.filesDue:
+		case <-retry.C:
+		}
+		if d.writeFiles() {
+			retry.Stop()
+			wait = writeRetryMin
+			continue
+		}
+		retry.Reset(wait)
+		wait = min(2*wait, writeRetryMax)
 	}
+}
+
+// writeFiles renders the configuration for WriteNode into WriteDir, and
+// reports whether it succeeded.
+func (d *Daemon) writeFiles() bool {
 	node := &corev3.Node{Id: d.opts.WriteNode}
 	written, err := d.writer.Write(d.cache.Snapshot(d.cache.GroupOf(node)))
 	if err != nil {
-		d.log.Error("writing files for filesystem subscriptions", "dir", d.writer.Dir(), "error", err)
-		return
+		d.log.Error("writing files for filesystem subscriptions; trying again", "dir", d.writer.Dir(), "error", err)
+		return false
 	}
 	if len(written) > 0 {
 		d.log.Info("wrote files for filesystem subscriptions", "files", written)
 	}
+	return true
 }
 
 // ready reports whether a configuration has been published.
