@@ -230,7 +230,7 @@ func (l *Loader) Load() (*Result, error) {
 		}
 		seen[rel] = true
 		if r := l.stale(rel, info, l.named[rel]); r != nil {
-			r.checkWriter, r.walk = l.writerOpen != nil, true
+			r.walk = true
 			stale = append(stale, r)
 		}
 		return nil
@@ -315,7 +315,6 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 			return l.Load()
 		}
 		if r := l.stale(rel, info, true); r != nil {
-			r.checkWriter = l.writerOpen != nil
 			stale = append(stale, r)
 		}
 	}
@@ -403,11 +402,11 @@ type reading struct {
 	err     error // another error reading it
 	// moved: with watched set, the file changed while it was read.
 	moved bool
-	// checkWriter: look whether a writer has it open (writerOpen; walk:
-	// for Load), and if so (writer), leave it as it was.
-	checkWriter, walk bool
-	writer            writerState
-	writtenAt         time.Time
+	// What writerOpen, if set, found (walk: for Load); a file a writer
+	// has open is left as it was.
+	walk      bool
+	writer    writerState
+	writtenAt time.Time
 }
 
 // stale returns a reading of the file rel, whose current information is
@@ -430,7 +429,7 @@ func (l *Loader) stale(rel string, info fs.FileInfo, named bool) *reading {
 // nothing in the loader.
 func (l *Loader) readAll(rs []*reading) {
 	read := func(r *reading) {
-		if r.checkWriter {
+		if l.writerOpen != nil {
 			if r.writtenAt, r.writer = l.writerOpen(r.rel, r.walk); r.writer != noWriter {
 				return
 			}
