@@ -34,6 +34,14 @@ type RESTConfig struct {
 	PollTimeout time.Duration
 	// MaxBodyBytes bounds a request body. Zero means 4 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time to read a request's body, so that a
+	// client that sends its body slowly, or not at all, does not hold the
+	// connection and its goroutine. Zero means 10 seconds.
+	BodyTimeout time.Duration
+	// WriteTimeout bounds the time to write a response, so that a client
+	// that does not read it does not hold the connection. Zero means 30
+	// seconds.
+	WriteTimeout time.Duration
 }
 
 // RESTHandler serves REST-JSON polling (PROTOCOL T4): POST
@@ -52,6 +60,12 @@ func (s *Server) RESTHandler(cfg RESTConfig) http.Handler {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 4 << 20
 	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serveREST(w, r, cfg)
 	})
@@ -69,15 +83,23 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
+	// The deadlines are the connection's, set per request: the server's
+	// ReadTimeout and WriteTimeout would also bound the long poll.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(cfg.BodyTimeout)) // fails only where unsupported (HTTP/2 without them)
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, cfg.MaxBodyBytes))
 	if err != nil {
-		code := http.StatusBadRequest // the client's body broke off, or its connection
+		code := http.StatusBadRequest // the client's body broke off, timed out, or its connection
 		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 			code = http.StatusRequestEntityTooLarge
 		}
+		// The deadline stays, and the connection closes after the reply:
+		// the server would otherwise wait for the rest of the body.
+		w.Header().Set("Connection", "close")
 		http.Error(w, "reading request: "+err.Error(), code)
 		return
 	}
+	_ = rc.SetReadDeadline(time.Time{})
 	var req discovery.DiscoveryRequest
 	if err := protojson.Unmarshal(body, &req); err != nil {
 		http.Error(w, "invalid DiscoveryRequest JSON: "+err.Error(), http.StatusBadRequest)
@@ -109,6 +131,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 					return
 				}
 				s.metrics.responses.Add(1)
+				_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
 				w.Header().Set("Content-Type", "application/json")
 				_, _ = w.Write(b)
 				return

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -173,6 +176,81 @@ func TestREST(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusMethodNotAllowed {
 			t.Errorf("GET: status %d, want 405", resp.StatusCode)
+		}
+	})
+}
+
+// TestRESTSlowClients checks that a REST client that sends its body slowly,
+// or does not read its response, loses its connection after the handler's
+// deadlines instead of holding it and its goroutine.
+func TestRESTSlowClients(t *testing.T) {
+	// Responses some tens of MB long, more than loopback's socket buffers
+	// hold, so that a write to a client that does not read blocks.
+	long := strings.Repeat("x", 64<<10)
+	var rs []*resource.Resource
+	for i := range 160 {
+		rs = append(rs, rawxds.Cluster(fmt.Sprintf("%s-%d", long, i)))
+	}
+	c := cache.New(nil)
+	c.SetSnapshot("", cache.MustSnapshot(rs...))
+	srv := server.New(c, server.Config{})
+	hs := httptest.NewUnstartedServer(srv.RESTHandler(server.RESTConfig{BodyTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}))
+	closed := make(chan string, 8) // the client's address of each connection closed
+	hs.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		if st == http.StateClosed {
+			closed <- c.RemoteAddr().String()
+		}
+	}
+	hs.Start()
+	defer hs.Close()
+
+	// send opens a connection and writes head, then the first n bytes of body.
+	send := func(t *testing.T, body []byte, n int) net.Conn {
+		t.Helper()
+		conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST /v3/discovery:clusters HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", len(body))
+		if _, err := conn.Write(body[:n]); err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	waitClosed := func(t *testing.T, conn net.Conn) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case a := <-closed:
+				if a == conn.LocalAddr().String() {
+					return
+				}
+			case <-deadline:
+				t.Fatal("the server still holds the connection")
+			}
+		}
+	}
+
+	t.Run("R1_rest_body_sent_slowly_is_cut_off", func(t *testing.T) {
+		body := restReq(t, "")
+		conn := send(t, body, len(body)/2)
+		defer conn.Close()
+		waitClosed(t, conn)
+		b, _ := io.ReadAll(conn)
+		if !bytes.HasPrefix(b, []byte("HTTP/1.1 400")) {
+			t.Errorf("reply %.80q, want 400", b)
+		}
+	})
+
+	t.Run("R3_rest_response_not_read_is_cut_off", func(t *testing.T) {
+		body := restReq(t, "")
+		conn := send(t, body, len(body))
+		defer conn.Close()
+		waitClosed(t, conn) // not reading meanwhile
+		n, _ := io.Copy(io.Discard, conn)
+		if n >= int64(len(rs)*len(long)) {
+			t.Errorf("read %d bytes, the whole response: the write was not cut off", n)
 		}
 	})
 }

@@ -191,7 +191,10 @@ func Run(ctx context.Context, o Options) error {
 	}()
 	var https []*http.Server
 	serveHTTP := func(what string, lis net.Listener, h http.Handler) {
-		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		// A request's body and reply have deadlines of their own (REST's
+		// handler sets them): ReadTimeout and WriteTimeout would also
+		// bound a long poll.
+		hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 		https = append(https, hs)
 		wg.Add(1)
 		go func() {
