@@ -177,6 +177,10 @@ func TestLoad(t *testing.T) {
 		name, file, content, want string
 	}{
 		{"unknown_field", "a.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  colour: blue\n", `a.yaml: cds "a": unknown field "colour"`},
+		{"unknown_field_nested", "a.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  load_assignment: {cluster_name: a, endpoints: [{}, {colour: blue}]}\n",
+			`a.yaml: cds "a": load_assignment.endpoints[1]: unknown field "colour"`},
+		{"wrapper_value_of_another_type", "e.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment\n  cluster_name: é\n  endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: 1}}}}, {load_balancing_weight: many}]}]\n",
+			`e.yaml: eds "é": endpoints[0].lb_endpoints[1].load_balancing_weight: invalid value for uint32 field value: "many"`},
 		{"failed_validate", "a.yaml", "resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: a\n  connect_timeout: -1s\n", `a.yaml: cds "a": invalid Cluster.ConnectTimeout`},
 		{"missing_type", "a.yaml", "resources:\n- name: a\n", `a.yaml: resource "a": missing "@type"`},
 		{"not_a_resource_type", "a.yaml", "\"@type\": type.googleapis.com/google.protobuf.Struct\n", `is not an xDS resource type`},

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"time"
 
@@ -191,7 +190,7 @@ func parseEntry(it any) (*resource.Resource, error) {
 	}
 	msg := t.New()
 	if err := protojson.Unmarshal(js, msg); err != nil {
-		return nil, errors.New(cleanProtoErr(err))
+		return nil, errors.New(protoErr(js, err))
 	}
 	r, err := resource.New(msg, opts...)
 	if u := errors.Unwrap(err); u != nil {
@@ -201,14 +200,6 @@ func parseEntry(it any) (*resource.Resource, error) {
 		return nil, fmt.Errorf("name: %q is not the resource's name %q", wrapName, r.Name)
 	}
 	return r, err
-}
-
-var protoErrPos = regexp.MustCompile(`^proto:\s*(\(line \d+:\d+\):\s*)?`)
-
-// cleanProtoErr drops protojson's prefix and its position in the JSON we
-// made from the file, which would mislead.
-func cleanProtoErr(err error) string {
-	return protoErrPos.ReplaceAllString(strings.ReplaceAll(err.Error(), "\u00a0", " "), "")
 }
 
 // describe names an entry that failed to parse, as well as can be told.
