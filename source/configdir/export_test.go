@@ -94,6 +94,7 @@ func (f *FakeNotifier) add(dir string) error {
 	return nil
 }
 func (f *FakeNotifier) moved(notice)             {}
+func (f *FakeNotifier) prune()                   {}
 func (f *FakeNotifier) notices() <-chan []notice { return f.out }
 func (f *FakeNotifier) errors() <-chan error     { return f.errs }
 func (f *FakeNotifier) reportsCloses() bool      { return true }

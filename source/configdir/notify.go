@@ -52,6 +52,10 @@ type notifier interface {
 	// the notices before it: Watch has added the directory again if it is
 	// still in the tree.
 	moved(notice)
+	// prune stops watching the directories that are no longer at the
+	// path they were added by (a link to the directory given now leads to
+	// another), where the notifier can tell.
+	prune()
 	// notices sends the notices in batches, in order: what one read of
 	// the watcher found, so that a burst of events (a generator that
 	// rewrites a thousand files) does not cost a hand-over per event. It
@@ -126,6 +130,7 @@ func (p *portable) add(dir string) error {
 	return nil
 }
 func (p *portable) moved(notice)             {} // fsnotify drops the watch itself
+func (p *portable) prune()                   {} // fsnotify watches by path
 func (p *portable) notices() <-chan []notice { return p.out }
 func (p *portable) errors() <-chan error     { return p.w.Errors }
 func (p *portable) reportsCloses() bool      { return false }

@@ -101,6 +101,16 @@ func (n *inotify) moved(nt notice) {
 	}
 }
 
+func (n *inotify) prune() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for wd, d := range n.dirs {
+		if !d.there() {
+			n.dropLocked(wd)
+		}
+	}
+}
+
 // there reports whether the directory is at its path.
 func (d watchedDir) there() bool {
 	var st unix.Stat_t

@@ -61,8 +61,11 @@ const (
 // configuration. A load that fails to read the directory (not one that
 // finds problems in its files), or an error from the file watcher (events
 // lost), makes the next load, on the next event, walk the whole directory: a file that stays unreadable then
-// fails every load until it is mended. A directory that is not there (at
-// the start, or later) is looked for every RootRetry, and loaded and
+// fails every load until it is mended. dir's parent is watched for dir's
+// own name: a directory renamed into place, made again, or a link given as
+// dir made to lead elsewhere, is loaded and watched at once. A directory
+// that is not there is reported (at the start at once, later once it has
+// been gone for a RootRetry), looked for every RootRetry, and loaded and
 // watched once it is.
 //
 // A file written in place is read once its writer closes it (or after
@@ -84,6 +87,13 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	if err := addTree(n, rootPath(dir)); err != nil {
 		return err
 	}
+	// The parent too, for what becomes of dir's own name: a link swapped
+	// to another directory, or a directory renamed into place, made or
+	// removed. Best effort: without it, such a change is found within a
+	// RootRetry once the old directory goes, and not before.
+	if parent := filepath.Dir(filepath.Clean(dir)); parent != filepath.Clean(dir) {
+		_ = n.add(parent)
+	}
 	l.watched = true
 	w := &watch{n: n, dir: dir, l: l, apply: apply, reject: reject, changed: map[string]bool{}, writing: map[string]time.Time{},
 		closed: map[string]bool{}, unsure: map[string]time.Time{}, hidden: map[string]bool{}, links: map[string]bool{}, full: true}
@@ -92,7 +102,9 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		defer func() { l.writerOpen = nil }()
 	}
 	if _, err := os.Stat(dir); err != nil {
-		w.rewatch = true // not there yet: looked for every RootRetry, as if it went
+		// Not there yet: looked for every RootRetry, as if it went, but
+		// reported at once.
+		w.rewatch, w.missing = true, 1
 	}
 	if wait := w.load(); wait > 0 {
 		w.schedule(wait)
@@ -169,8 +181,8 @@ type watch struct {
 	// when last looked at (see load).
 	hidden, links map[string]bool
 	full          bool        // walk the directory: a directory changed, or a read failed
-	rewatch       bool        // watch the directory again: it moved or went
-	gone          bool        // and it was not there when last looked for
+	rewatch       bool        // watch the directory again: it moved, went, or its name changed
+	missing       int         // the looks in a row that found it not there
 	timer         *time.Timer // armed while a load is due; fire is its channel
 	fire          <-chan time.Time
 	first         time.Time // the first event of the burst the timer waits out
@@ -191,6 +203,9 @@ func (w *watch) notice(nt notice) {
 	}
 	if nt.moved {
 		w.n.moved(nt) // a directory renamed: its parent's notice (or the root's below) walks again
+	}
+	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return // another name in the parent, watched for the directory's own
 	}
 	switch {
 	case rel == ".":
@@ -317,18 +332,20 @@ func (w *watch) load() time.Duration {
 	}
 	if w.rewatch {
 		if _, err := os.Stat(w.dir); err == nil && addTree(w.n, rootPath(w.dir)) == nil {
-			w.rewatch, w.gone = false, false
+			w.rewatch, w.missing = false, 0
+			w.n.prune() // what the directory was, if it is now another
 		} else {
-			// Gone: no event will say it is back (its parent is not
-			// watched), so look again every RootRetry. The first load
+			// Gone: look again every RootRetry, in case no event says it
+			// is back (its parent could not be watched). The first look
+			// waits, for a swap puts the new one in place a moment later
+			// (its parent's event brings the next load); the second
 			// reports it gone; the others wait for it.
 			if due == 0 || due > RootRetry {
 				due = RootRetry
 			}
-			if w.gone {
+			if w.missing++; w.missing != 2 {
 				return due
 			}
-			w.gone = true
 		}
 	}
 	if !w.full && len(paths) == 0 {

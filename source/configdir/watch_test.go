@@ -557,6 +557,47 @@ func TestWatchLinkedDirectory(t *testing.T) {
 	})
 }
 
+// TestWatchLinkedDirectorySwapped: the link given as the directory is
+// made to lead to another (a deploy's "current" link), in place or by a
+// new link renamed over it: Watch loads and watches the new directory,
+// though the old one stays.
+func TestWatchLinkedDirectorySwapped(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		parent := t.TempDir()
+		link := filepath.Join(parent, "current")
+		for i := 1; i <= 3; i++ {
+			write(t, parent, fmt.Sprintf("r%d/a.yaml", i), clusterYAML("a", i))
+		}
+		if err := os.Symlink("r1", link); err != nil {
+			t.Fatal(err)
+		}
+		w := startWatch(t, configdir.NewLoader(link), link)
+		w.result(t)
+
+		// ln -sfn: the link removed and made again.
+		if err := os.Remove(link); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("r2", link); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+		write(t, parent, "r2/a.yaml", clusterYAML("a", 4)) // watched now
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 4)}))
+
+		// A new link renamed over it.
+		if err := os.Symlink("r3", filepath.Join(parent, "next")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(filepath.Join(parent, "next"), link); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 3)}))
+		write(t, parent, "r3/a.yaml", clusterYAML("a", 5))
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 5)}))
+	})
+}
+
 // TestWatchAfterLostEvents: when the watcher loses events (the kernel's
 // queue overflowed), Watch reports it, walks the directory, and watches the
 // directories created meanwhile.
@@ -615,9 +656,14 @@ func TestWatchDirectoryReplaced(t *testing.T) {
 		if err := os.Rename(filepath.Join(parent, "conf.new"), dir); err != nil {
 			t.Fatal(err)
 		}
-		// A load between the two renames finds no directory: reported.
+		// A load between the two renames finds no directory: not
+		// reported, since the second comes soon.
 		for want := want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}); ; {
-			if r, err := w.next(t); err == nil && slices.Equal(versions(r), want) {
+			r, err := w.next(t)
+			if err != nil {
+				t.Fatalf("a swap reported as %v", err)
+			}
+			if slices.Equal(versions(r), want) {
 				break
 			}
 		}
