@@ -75,7 +75,7 @@ func serve(args []string, stderr io.Writer) int {
 		xdsAddr   = fs.String("xds-addr", ":18000", "gRPC xDS listen address")
 		adminAddr = fs.String("admin-addr", "127.0.0.1:19000", "admin HTTP listen address (/healthz, /readyz, /status, /config_dump, /metrics, /debug/pprof);\nempty turns it off")
 		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>); empty turns it off")
-		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified")
+		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified; 0 means 30s")
 		writeDir  = fs.String("write-dir", "", "also write one DiscoveryResponse file per type here, replaced atomically, for Envoy's\nfilesystem subscriptions (path_config_source); empty turns it off")
 		writeFmt  = fs.String("write-format", "yaml", "encoding of --write-dir files: yaml, json, binary (.pb) or text (.pb_text)")
 		writeNode = fs.String("write-node", "", "node id whose view of the configuration --write-dir renders")
@@ -84,7 +84,7 @@ func serve(args []string, stderr io.Writer) int {
 		clientCA  = fs.String("client-ca", "", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
-		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM, how long open streams may run before they are closed")
+		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM or SIGINT, how long open streams may run before they are closed; 0 means 5s\n(SIGHUP rescans the config directory)")
 		kaTime    = fs.Duration("keepalive-time", 30*time.Second, "ping a client's connection once it has sent nothing for this long; 0 turns the pings off")
 		kaTimeout = fs.Duration("keepalive-timeout", 20*time.Second, "close a connection that has still sent nothing, nor taken any of a response, this long\nafter such a ping; 0 means 20s")
 		transport = fs.String("grpc-transport", "xdsd", "gRPC server transport: xdsd (its own HTTP/2 transport, made for large fleets of\nmostly idle streams) or grpc-go (grpc-go's)")
@@ -117,7 +117,11 @@ func serve(args []string, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	err = daemon.Run(ctx, daemon.Options{
+		Rescan:           hup,
 		ConfigDir:        *configDir,
 		XDSAddr:          *xdsAddr,
 		AdminAddr:        *adminAddr,

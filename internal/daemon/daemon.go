@@ -13,6 +13,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -65,6 +66,11 @@ type Options struct {
 	TLSCert, TLSKey, ClientCA string
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
+	// Rescan, if set, makes the daemon walk the configuration directory
+	// each time it receives (xdsd sends it SIGHUP), reading every file
+	// whose size, times or inode changed: for changes the file watcher
+	// does not report (configdir.Loader.Rescan).
+	Rescan <-chan os.Signal
 	// ShutdownGrace is how long streams may run after the context ends
 	// before they are cut. Zero means five seconds.
 	ShutdownGrace time.Duration
@@ -288,6 +294,23 @@ func (d *Daemon) watchConfig(ctx context.Context) error {
 		return nil
 	}
 	l := configdir.NewLoader(d.opts.ConfigDir)
+	if d.opts.Rescan != nil {
+		ctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel() // Watch has returned: stop forwarding
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case sig := <-d.opts.Rescan:
+					d.log.Info("rescanning the configuration directory", "signal", sig)
+					l.Rescan()
+				}
+			}
+		})
+	}
 	return configdir.Watch(ctx, l, d.opts.ConfigDir, d.apply, d.reject)
 }
 

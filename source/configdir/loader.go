@@ -52,6 +52,8 @@ type Loader struct {
 	writerOpen func(rel string, walk bool) (time.Time, writerState)
 	writers    []writer
 	unsure     []string
+	// rescan asks Watch to walk the directory (see Rescan).
+	rescan chan struct{}
 }
 
 // writerState is what writerOpen found of a file's writers.
@@ -173,7 +175,19 @@ var errNoDir = errors.New("no such directory")
 // configuration, say); name is how errors refer to it. The loader reads
 // several files of fsys at once.
 func NewFSLoader(fsys fs.FS, name string) *Loader {
-	return &Loader{fsys: fsys, name: name, files: make(map[string]*fileState)}
+	return &Loader{fsys: fsys, name: name, files: make(map[string]*fileState), rescan: make(chan struct{}, 1)}
+}
+
+// Rescan asks Watch, if it runs with l, to walk the directory soon and
+// read every file whose size, times or inode changed, as it does after the
+// file watcher lost events: for changes no event tells of, such as a file
+// linked from outside the directory rewritten where it is. It may be
+// called from any goroutine, and does not wait.
+func (l *Loader) Rescan() {
+	select {
+	case l.rescan <- struct{}{}:
+	default: // one is asked for already
+	}
 }
 
 // IsConfigFile reports whether a path (relative to the directory) is a

@@ -125,6 +125,9 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			if wait := w.load(); wait > 0 {
 				w.schedule(wait)
 			}
+		case <-l.rescan:
+			w.full = true
+			w.schedule(Debounce)
 		case err, ok := <-n.errors():
 			if !ok {
 				return errors.New("file watcher stopped")

@@ -598,6 +598,24 @@ func TestWatchLinkedDirectorySwapped(t *testing.T) {
 	})
 }
 
+// TestWatchRescan: a file linked from outside the directory, rewritten
+// where it is, brings no event; Rescan has it read.
+func TestWatchRescan(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		dir, outside := t.TempDir(), t.TempDir()
+		write(t, outside, "a.yaml", clusterYAML("a", 1))
+		if err := os.Symlink(filepath.Join(outside, "a.yaml"), filepath.Join(dir, "a.yaml")); err != nil {
+			t.Fatal(err)
+		}
+		l := configdir.NewLoader(dir)
+		w := startWatch(t, l, dir)
+		w.result(t)
+		write(t, outside, "a.yaml", clusterYAML("a", 2))
+		l.Rescan()
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
+}
+
 // TestWatchAfterLostEvents: when the watcher loses events (the kernel's
 // queue overflowed), Watch reports it, walks the directory, and watches the
 // directories created meanwhile.
