@@ -6,6 +6,7 @@ package e2e_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -51,6 +52,8 @@ func TestDaemon_grpc_traffic(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
+	// The first load counts every resource as changed.
+	d.waitLogLine(ctx, t, "the first load's log line", `msg="configuration loaded"`, fmt.Sprintf(" changed=%d ", len(cfg.resources())))
 	cc1 := xdstest.Dial(t, "xds:///"+svcTarget, xdstest.Bootstrap(d.xds, "node-1"))
 
 	var streamID uint64

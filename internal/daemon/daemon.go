@@ -351,12 +351,13 @@ func (d *Daemon) apply(res *configdir.Result) {
 	if len(res.Scoped) > 0 {
 		groupOf = res.GroupOf
 	}
+	had := d.cache.Groups() // a group new to this load is all changed
 	d.cache.SetGrouping(groupOf, func(group string) *cache.Snapshot { return buildFrom(group, nil) })
 	groups := d.cache.Groups()
 	if !slices.Contains(groups, "") {
 		groups = append(groups, "")
 	}
-	changes := cache.Changes{}
+	n := 0 // resources changed, over the groups
 	for _, g := range groups {
 		// Built from the group's last snapshot (SetGrouping keeps it), the
 		// new one shares everything the change left alone.
@@ -364,8 +365,12 @@ func (d *Daemon) apply(res *configdir.Result) {
 		if snap == nil {
 			continue
 		}
-		for t, keys := range d.cache.SetSnapshot(g, snap) {
-			changes[t] = append(changes[t], keys...)
+		changes := d.cache.SetSnapshot(g, snap)
+		if !slices.Contains(had, g) {
+			changes = snap.Diff(nil) // the cache built it already, when asked for it above
+		}
+		for _, keys := range changes {
+			n += len(keys)
 		}
 	}
 	published := time.Now()
@@ -375,10 +380,6 @@ func (d *Daemon) apply(res *configdir.Result) {
 	d.reloads.ok++
 	d.lastErr, d.lastOKAt = nil, published
 	d.mu.Unlock()
-	n := 0
-	for _, keys := range changes {
-		n += len(keys)
-	}
 	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
 		"files_read", res.Reread, "changed", n, "waited", res.Waited, "load", res.Took, "publish", published.Sub(start))
 	if d.filesDue != nil {
