@@ -383,3 +383,20 @@ func TestNodeGroups(t *testing.T) {
 		}
 	})
 }
+
+// TestLoadJSONEmptyOrWithBOM: a JSON file that holds only white space
+// holds nothing, as an empty YAML file does, and one may start with a
+// byte order mark.
+func TestLoadJSONEmptyOrWithBOM(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "empty.json", "")
+	write(t, dir, "blank.json", " \n\t\n")
+	write(t, dir, "bom.json", "\ufeff"+`{"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "a", "type": "STATIC"}`)
+	res, err := load(t, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Resources) != 1 || res.Resources[0].Name != "a" {
+		t.Fatalf("resources %v, want cluster a alone", res.Resources)
+	}
+}

@@ -17,6 +17,16 @@ func UsePortableWatcher(t testing.TB) {
 	t.Cleanup(func() { newNotifier = old })
 }
 
+// SetRejectAfter sets RejectAfter until the test ends, and returns a
+// channel that receives each rejection Watch holds for it.
+func SetRejectAfter(t testing.TB, d time.Duration) <-chan error {
+	held := make(chan error, 64)
+	oldAfter, oldHold := rejectAfter, onHold
+	rejectAfter, onHold = d, func(err error) { held <- err }
+	t.Cleanup(func() { rejectAfter, onHold = oldAfter, oldHold })
+	return held
+}
+
 // SetWriteWait shortens WriteWait until the test ends.
 func SetWriteWait(t testing.TB, d time.Duration) {
 	old := writeWait

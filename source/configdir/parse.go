@@ -126,8 +126,14 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 }
 
 // decodeDocs decodes JSON or (multi-document) YAML into generic values.
+// A JSON file may start with a byte order mark, and one that holds only
+// white space holds nothing, as an empty YAML file does.
 func decodeDocs(name string, data []byte) ([]any, error) {
 	if strings.HasSuffix(name, ".json") {
+		data = bytes.TrimPrefix(data, []byte("\ufeff"))
+		if len(bytes.TrimSpace(data)) == 0 {
+			return nil, nil
+		}
 		var v any
 		d := json.NewDecoder(bytes.NewReader(data))
 		d.UseNumber()

@@ -42,6 +42,15 @@ const WriteWait = 10 * time.Second
 // there yet when Watch starts.
 const RootRetry = time.Second
 
+// RejectAfter is how long a configuration with problems, found after one
+// loaded, must stand before Watch reports it: a writer's next step may mend
+// it, and until then the last good one serves anyway. One found in the
+// first load is reported at once.
+const RejectAfter = time.Second
+
+// rejectAfter is RejectAfter; tests shorten it.
+var rejectAfter = RejectAfter
+
 // writeWait is WriteWait; tests shorten it.
 var writeWait = WriteWait
 
@@ -67,6 +76,10 @@ const (
 // that is not there is reported (at the start at once, later once it has
 // been gone for a RootRetry), looked for every RootRetry, and loaded and
 // watched once it is.
+//
+// A configuration with problems is reported to reject at once if it is
+// the first to load, and otherwise only once it has stood for RejectAfter
+// (see holdRejection).
 //
 // A file written in place is read once its writer closes it (or after
 // writeWait without a write), where the notifier reports closes (Linux):
@@ -113,6 +126,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		select {
 		case <-ctx.Done():
 			w.stopTimer()
+			w.stopRejection()
 			return nil
 		case nts, ok := <-n.notices():
 			if !ok {
@@ -125,6 +139,10 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 			if wait := w.load(); wait > 0 {
 				w.schedule(wait)
 			}
+		case <-w.heldFire:
+			err := w.held
+			w.held, w.heldTimer, w.heldFire = nil, nil, nil
+			w.reject(err)
 		case <-l.rescan:
 			w.full = true
 			w.schedule(Debounce)
@@ -189,6 +207,12 @@ type watch struct {
 	timer         *time.Timer // armed while a load is due; fire is its channel
 	fire          <-chan time.Time
 	first         time.Time // the first event of the burst the timer waits out
+	loaded        bool      // a configuration loaded
+	// held is a configuration's problems not reported yet (see
+	// holdRejection): heldFire, heldTimer's channel, reports it.
+	held      error
+	heldTimer *time.Timer
+	heldFire  <-chan time.Time
 }
 
 // noticeAll takes in a batch of notices, in order.
@@ -393,15 +417,48 @@ func (w *watch) load() time.Duration {
 	// walks the directory and reads whatever changed.
 	var problems *Error
 	w.full = err != nil && !errors.As(err, &problems)
-	if err != nil {
-		w.reject(err)
-	} else {
+	switch {
+	case err == nil:
 		if !w.first.IsZero() {
 			res.Waited = now.Sub(w.first)
 		}
+		w.loaded = true
+		w.stopRejection()
 		w.apply(res)
+	case problems != nil && w.loaded:
+		w.holdRejection(err)
+	default:
+		w.reject(err)
 	}
 	return due
+}
+
+// holdRejection holds a configuration with problems, found after one
+// loaded, for rejectAfter before it is reported: one that a writer's next
+// step mends (an endpoints file written a moment after its cluster's, a
+// file removed and written again, a temporary file renamed over the one
+// it duplicates) is then not reported at all, as it was never served. A
+// later one replaces it; the first one's time stands.
+func (w *watch) holdRejection(err error) {
+	if w.held == nil {
+		w.heldTimer = time.NewTimer(rejectAfter)
+		w.heldFire = w.heldTimer.C
+	}
+	w.held = err
+	if onHold != nil {
+		onHold(err)
+	}
+}
+
+// onHold, if set (by tests), is called with each rejection held.
+var onHold func(error)
+
+// stopRejection drops a held rejection: the configuration loaded since.
+func (w *watch) stopRejection() {
+	if w.heldTimer != nil {
+		w.heldTimer.Stop()
+	}
+	w.held, w.heldTimer, w.heldFire = nil, nil, nil
 }
 
 // writerOpen is the Loader's writerOpen. A file open for writing is

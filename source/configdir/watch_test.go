@@ -616,6 +616,52 @@ func TestWatchRescan(t *testing.T) {
 	})
 }
 
+// TestWatchRejectionHeld: a configuration with problems found after one
+// loaded is reported only if it stands for RejectAfter: an EDS cluster
+// whose endpoints file comes a moment later is not reported at all.
+func TestWatchRejectionHeld(t *testing.T) {
+	clusterOnly := "resources:" + fmt.Sprintf(cluster, "b")
+	endpointsOnly := "resources:" + fmt.Sprintf(endpoints, "b", 2)
+	t.Run("mended", func(t *testing.T) {
+		held := configdir.SetRejectAfter(t, time.Hour)
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		write(t, dir, "b.yaml", clusterOnly)
+		select {
+		case err := <-held:
+			if !strings.Contains(err.Error(), "EDS cluster has no endpoints") {
+				t.Fatalf("held %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no rejection held")
+		}
+		write(t, dir, "b-endpoints.yaml", endpointsOnly)
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1), "b.yaml": clusterOnly, "b-endpoints.yaml": endpointsOnly}))
+	})
+	t.Run("standing", func(t *testing.T) {
+		configdir.SetRejectAfter(t, 10*time.Millisecond)
+		dir := t.TempDir()
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		write(t, dir, "b.yaml", clusterOnly)
+		if _, err := w.next(t); err == nil || !strings.Contains(err.Error(), `b.yaml: cds "b": eds_cluster_config: EDS cluster has no endpoints`) {
+			t.Fatalf("a problem that stands: %v, want it reported", err)
+		}
+	})
+	t.Run("first_load_at_once", func(t *testing.T) {
+		configdir.SetRejectAfter(t, time.Hour)
+		dir := t.TempDir()
+		write(t, dir, "b.yaml", clusterOnly)
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		if _, err := w.next(t); err == nil {
+			t.Fatal("the first load's problems not reported")
+		}
+	})
+}
+
 // TestWatchAfterLostEvents: when the watcher loses events (the kernel's
 // queue overflowed), Watch reports it, walks the directory, and watches the
 // directories created meanwhile.
