@@ -16,6 +16,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"crypto/tls"
@@ -115,6 +116,8 @@ type Daemon struct {
 	lastErrAt time.Time
 	lastOKAt  time.Time // when the last configuration that loaded was published; zero: none yet (not ready)
 	reloads   reloadCounts
+
+	stopping atomic.Bool // the shutdown has begun: /readyz answers 503
 }
 
 // reloadCounts counts configuration loads by result.
@@ -263,6 +266,7 @@ func Run(ctx context.Context, o Options) error {
 // cuts them.
 func (d *Daemon) shutdown(gs grpcServer, https []*http.Server) {
 	d.log.Info("xdsd shutting down")
+	d.stopping.Store(true)
 	done := make(chan struct{})
 	go func() {
 		gs.GracefulStop()
