@@ -58,6 +58,8 @@ func TestDaemon_CLI(t *testing.T) {
 		{"extra_argument", nil, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "", "stray"}, "unexpected arguments"},
 		{"bad_env_value", []string{"XDSD_REST_POLL_TIMEOUT=soon"}, []string{"serve"}, "XDSD_REST_POLL_TIMEOUT"},
 		{"bad_log_level", nil, []string{"serve", "--log-level", "loud"}, "--log-level"},
+		{"config_dir_is_a_file", nil, []string{"serve", "--config-dir", "daemon_cli_test.go", "--xds-addr", "127.0.0.1:0", "--admin-addr", ""},
+			"config dir daemon_cli_test.go is a file, not a directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, stdout, stderr := runXDSD(ctx, t, tc.env, tc.args...)

@@ -137,6 +137,10 @@ func Run(ctx context.Context, o Options) error {
 	if o.KeepaliveTimeout <= 0 {
 		o.KeepaliveTimeout = 20 * time.Second
 	}
+	if fi, err := os.Stat(o.ConfigDir); o.ConfigDir != "" && err == nil && !fi.IsDir() {
+		// Not there is waited for; a file is a mistake.
+		return fmt.Errorf("config dir %s is a file, not a directory", o.ConfigDir)
+	}
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
 
