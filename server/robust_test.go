@@ -819,6 +819,66 @@ func TestRobust(t *testing.T) {
 		}
 	})
 
+	// Streams whose handlers are stuck sending (no window from their
+	// client) hold no worker: a publication's wake-up of such a stream
+	// leaves its turn to the handler, instead of waiting for the stream's
+	// lock on a worker, which left the other streams' wake-ups behind one
+	// stall of the workers per stuck stream.
+	t.Run("R3_streams_without_window_hold_no_worker", func(t *testing.T) {
+		const stuck = 40
+		big := func(i int) *resource.Resource { return bigEndpoints("big", 128<<10, i) }
+		c := cache.New(nil)
+		port := uint32(1)
+		snapshot := func(i int) *cache.Snapshot {
+			return cache.MustSnapshot(rawxds.Cluster("c1"), rawxds.Endpoints("w", port), big(i))
+		}
+		c.SetSnapshot("", snapshot(0))
+		e := rawxds.Start(t, c, server.Config{})
+		slowConn, err := grpc.NewClient(e.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		slowCtx, slowCancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { slowCancel(); slowConn.Close() })
+		for i := range stuck {
+			s, err := discovery.NewAggregatedDiscoveryServiceClient(slowConn).StreamAggregatedResources(slowCtx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The second response blocks on grpc-go's transport, which
+			// takes one message past the window; the first on h2grpc.
+			for _, r := range []*discovery.DiscoveryRequest{
+				{Node: rawxds.Node(fmt.Sprint("stuck-", i)), TypeUrl: eds, ResourceNames: []string{"big"}},
+				{TypeUrl: cds},
+			} {
+				if err := s.Send(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		waitFor(t, func() bool { return len(e.Server.Status()) == stuck })
+		waitFor(t, sendBlocked)
+
+		normal := e.ADS(t)
+		normal.Send(req(eds, "w"))
+		r := normal.Recv()
+		wantNames(t, r, "w")
+		normal.Send(ack(r, "w"))
+		for round := 1; round <= 3; round++ {
+			port++
+			c.SetSnapshot("", snapshot(round)) // wakes every stuck stream too
+			r := normal.Recv()
+			wantNames(t, r, "w")
+			normal.Send(ack(r, "w"))
+		}
+		// No worker waits for a stuck stream's lock.
+		waitFor(t, func() bool { return len(stacks.In("server.(*stream).wakeUp")) == 0 })
+		if !sendBlocked() {
+			t.Fatal("no stream is stuck sending: the test proved nothing")
+		}
+	})
+
 	t.Run("R3_slow_reader_delays_nobody", func(t *testing.T) {
 		const nBig, bigSize, rounds = 24, 128 << 10, 4 // 3 MiB of endpoints
 		bigs := make([]*resource.Resource, nBig)

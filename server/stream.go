@@ -40,6 +40,11 @@ type stream struct {
 	delta bool           // read-only
 	only  *resource.Type // read-only: the type of a per-type service; nil for ADS
 	waker waker
+	// wakePending is set by a wake-up that found mu taken: the turn in
+	// progress may be blocked in a send to a client that gives no window
+	// or does not read, and a worker must not wait for it. Whoever
+	// releases mu next takes the turn asked for (see takePending).
+	wakePending atomic.Bool
 
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
@@ -104,14 +109,42 @@ func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error
 	}
 }
 
-// wakeUp takes a turn for a publication or a timer.
-func (st *stream) wakeUp() { _ = st.turn(nil) }
+// wakeUp takes a turn for a publication or a timer, now if the stream's
+// lock is free, or else after the turn that holds it, on its goroutine.
+func (st *stream) wakeUp() {
+	st.wakePending.Store(true)
+	st.takePending()
+}
+
+// takePending takes the turn a wake-up asked for, if any, unless another
+// goroutine holds the lock: that one takes it after releasing the lock.
+// A wake-up sets wakePending before it tries the lock, and a turn looks at
+// wakePending after releasing it, so no wake-up is lost between the two.
+func (st *stream) takePending() {
+	for st.wakePending.Load() && st.mu.TryLock() {
+		if st.wakePending.Swap(false) {
+			_ = st.turnLocked(nil) // a failure is kept in st.failed
+		}
+		st.mu.Unlock()
+	}
+}
 
 // failure returns the error a turn met, if any.
 func (st *stream) failure() error {
 	st.mu.Lock()
-	defer st.mu.Unlock()
+	defer st.unlockWaking()
 	return st.failed
+}
+
+// unlockWaking releases st.mu, held for something other than a turn, and
+// has a worker take the turn a wake-up asked for meanwhile, if any: the
+// holder may be a goroutine that must not take turns itself (a connection's
+// reader, which a send waiting for window would deadlock).
+func (st *stream) unlockWaking() {
+	st.mu.Unlock()
+	if st.wakePending.Load() {
+		st.waker.wake()
+	}
 }
 
 // turn handles one event under the stream's lock: it runs handle (if any),
@@ -120,7 +153,14 @@ func (st *stream) failure() error {
 // fails the stream for good.
 func (st *stream) turn(handle func() error) error {
 	st.mu.Lock()
-	defer st.mu.Unlock()
+	err := st.turnLocked(handle)
+	st.mu.Unlock()
+	st.takePending()
+	return err
+}
+
+// turnLocked is turn's work; st.mu is held.
+func (st *stream) turnLocked(handle func() error) error {
 	if st.failed != nil {
 		return st.failed
 	}

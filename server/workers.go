@@ -15,8 +15,8 @@ const workStall = 5 * time.Millisecond
 // stream is open, so their stacks stay grown to what a push needs (a
 // goroutine started for each wake-up grew its stack anew, about a tenth of
 // the CPU of a change at 5,000 clients). Up to size workers take tasks in
-// order; when all are busy and none has finished a task for workStall, one
-// more starts, and leaves once idle.
+// order; when all are busy and none has finished a task for workStall, more
+// start (see checkStall), and leave once idle.
 //
 // Locking: mu guards every field but wg; cond (on mu) wakes idle workers.
 // Workers end when no stream is attached and they are idle; a stream's
@@ -75,7 +75,10 @@ func (p *workers) submit(fn func()) {
 	}
 }
 
-// checkStall starts a worker if tasks wait and none finished since seen.
+// checkStall starts workers if tasks wait and none finished since seen:
+// as many as wait, up to size at a time, since each busy worker may be
+// stuck on a client for good (a send waiting for window the client never
+// gives), and the tasks behind them would otherwise wait workStall each.
 func (p *workers) checkStall(seen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -84,7 +87,9 @@ func (p *workers) checkStall(seen uint64) {
 		return
 	}
 	if p.finished == seen && p.idle == p.wakeups {
-		p.startLocked()
+		for range min(len(p.queue), p.size) {
+			p.startLocked()
+		}
 	}
 	seen = p.finished
 	time.AfterFunc(workStall, func() { p.checkStall(seen) })

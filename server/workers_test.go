@@ -29,3 +29,31 @@ func TestWorkersStuckTasksDelayNobody(t *testing.T) {
 		t.Errorf("after detach: %d workers running, %d idle", p.running, p.idle)
 	}
 }
+
+// A stall starts as many workers as tasks wait, up to size, not one: each
+// busy worker may be stuck for good, and one worker per workStall would
+// leave the last of a thousand waiting tasks seconds behind.
+func TestWorkersStallStartsSeveral(t *testing.T) {
+	var p workers
+	p.attach()
+	release := make(chan struct{})
+	p.mu.Lock()
+	p.watching = true // no stall check of submit's own: the test makes the first
+	p.mu.Unlock()
+	for range 4 * p.size { // size busy, the rest waiting
+		p.submit(func() { <-release })
+	}
+	p.mu.Lock()
+	seen := p.finished
+	p.mu.Unlock()
+	p.checkStall(seen)
+	p.mu.Lock()
+	running, size := p.running, p.size
+	p.mu.Unlock()
+	if running < 2*size {
+		t.Errorf("after one stall: %d workers, want at least %d", running, 2*size)
+	}
+	close(release)
+	p.detach()
+	p.wg.Wait()
+}
