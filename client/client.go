@@ -99,13 +99,17 @@ type Config struct {
 	// (.yaml, .yml), JSON (.json), binary proto (.pb) or proto text
 	// (.pb_text, .txt) (C7, PROTOCOL T5). When set, the client watches
 	// that file instead of a server: it delivers the file's resources
-	// and every atomic replacement of it; a file that cannot be read or
+	// and every atomic replacement of it, also after its directory is
+	// removed and made again; a file that cannot be read or
 	// decoded, or that Validate rejects, leaves the last valid resources
 	// in force and is reported to OnError. There is no ACK or NACK on
 	// this path. Server, Transport, DialOptions and ADS are ignored;
 	// Delta must be false, and REST empty (one source or the other).
 	File string
 }
+
+// ErrClosed is reported to the watcher of a Watch on a closed Client.
+var ErrClosed = errors.New("client: closed")
 
 // DefaultBackoff is the backoff used when Config.Backoff is nil: a random
 // duration between half and all of min(2^retry s, 30 s).
@@ -185,13 +189,19 @@ func New(cfg Config) (*Client, error) {
 // already has it, then of every change, until cancel is called. After
 // cancel returns no new callback for this watch starts. A type that cannot
 // be watched (not linked into the binary, or no per-type service) is
-// reported to w.OnError.
+// reported to w.OnError. On a closed client, whose callback goroutine has
+// ended, Watch reports ErrClosed to w.OnError itself, on the calling
+// goroutine, before it returns.
 func (c *Client) Watch(typeURL, name string, w Watcher) (cancel func()) {
 	if name == "" {
 		name = "*"
 	}
 	wt := &watch{typeURL: typeURL, name: name, w: w, ser: c.ser}
 	ti, s, err := c.streamFor(typeURL)
+	if errors.Is(err, ErrClosed) {
+		w.OnError(err)
+		return func() {}
+	}
 	if err != nil {
 		wt.error(err)
 		return func() { wt.canceled.Store(true) }
@@ -219,7 +229,7 @@ func (c *Client) streamFor(typeURL string) (*typeInfo, *stream, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
-		return nil, nil, errors.New("client: closed")
+		return nil, nil, ErrClosed
 	}
 	if s := c.streams[key]; s != nil {
 		return ti, s, nil

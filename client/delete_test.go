@@ -1,8 +1,15 @@
 package client_test
 
 import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/client/grpctransport"
+	"github.com/xdsd/xdsd/client/transport"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 )
 
@@ -54,6 +61,45 @@ func TestDelete(t *testing.T) {
 			}
 		})
 
+		t.Run("C3_endpoints_come_back_with_their_cluster", func(t *testing.T) {
+			env := startServer(t)
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
+			c := newClient(t, env.Addr, v, nil)
+			rc, ra := newRecorder(), newRecorder()
+			defer c.Watch(cds, "*", rc)()
+			rc.wantUpdate(t, "a")
+			defer c.Watch(eds, "a", ra)()
+			ra.wantUpdate(t, "a")
+			// The cluster goes, its endpoints stay on the server.
+			publish(env, rawxds.Endpoints("a", 1))
+			rc.wantDNE(t, "a")
+			ra.wantDNE(t, "a")
+			// The cluster comes back: the client fetches its endpoints
+			// again, unchanged on the server.
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
+			rc.wantUpdate(t, "a")
+			if u := ra.wantUpdate(t, "a"); port(u) != 1 {
+				t.Fatalf("port %d, want 1", port(u))
+			}
+		})
+
+		t.Run("C3_routes_come_back_with_their_listener", func(t *testing.T) {
+			env := startServer(t)
+			publish(env, rawxds.RDSListener("l", "r"), rawxds.Route("r", "c"))
+			c := newClient(t, env.Addr, v, nil)
+			rl, rr := newRecorder(), newRecorder()
+			defer c.Watch(lds, "*", rl)()
+			rl.wantUpdate(t, "l")
+			defer c.Watch(rds, "r", rr)()
+			rr.wantUpdate(t, "r")
+			publish(env, rawxds.Route("r", "c"))
+			rl.wantDNE(t, "l")
+			rr.wantDNE(t, "r")
+			publish(env, rawxds.RDSListener("l", "r"), rawxds.Route("r", "c"))
+			rl.wantUpdate(t, "l")
+			rr.wantUpdate(t, "r")
+		})
+
 		t.Run("C3_listener_deletion_drops_its_routes", func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.RDSListener("l", "r"), rawxds.Route("r", "c"), rawxds.Cluster("c"), rawxds.Endpoints("c", 1))
@@ -68,6 +114,36 @@ func TestDelete(t *testing.T) {
 			rr.wantDNE(t, "r")
 		})
 	})
+
+	for _, v := range []variant{variants[1], variants[3]} {
+		t.Run(v.name+"/C3_late_endpoints_of_a_deleted_cluster_are_ignored", func(t *testing.T) {
+			// Per-type streams: the endpoints of a cluster may arrive on
+			// their stream after the cluster's deletion on its own.
+			env := startServer(t)
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1), rawxds.Endpoints("b", 1))
+			g := newGate()
+			c := newClient(t, env.Addr, v, func(cfg *client.Config) { cfg.Transport = g })
+			rc, ra, rb := newRecorder(), newRecorder(), newRecorder()
+			defer c.Watch(cds, "*", rc)()
+			rc.wantUpdate(t, "a")
+			defer c.Watch(eds, "a", ra)()
+			defer c.Watch(eds, "b", rb)()
+			ra.wantUpdate(t, "a")
+			rb.wantUpdate(t, "b")
+			g.hold.Store(true)
+			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 2), rawxds.Endpoints("b", 1))
+			g.waitHeld(t) // the endpoints a:2, on their way
+			publish(env, rawxds.Endpoints("b", 1))
+			rc.wantDNE(t, "a")
+			ra.wantDNE(t, "a")
+			g.release()
+			publish(env, rawxds.Endpoints("b", 2))
+			if u := rb.wantUpdate(t, "b"); port(u) != 2 { // after a:2 on the same stream
+				t.Fatalf("port %d, want 2", port(u))
+			}
+			ra.noneYet(t)
+		})
+	}
 
 	for _, v := range variants[:2] {
 		t.Run(v.name+"/C3_endpoints_missing_from_sotw_response_mean_nothing", func(t *testing.T) {
@@ -87,5 +163,75 @@ func TestDelete(t *testing.T) {
 			ra.wantUpdate(t, "a") // barrier: b's watcher would have heard by now
 			rb.noneYet(t)
 		})
+	}
+}
+
+// gate is a transport.Builder around the gRPC transport that can hold the
+// responses of the endpoints streams, as a slow network would.
+type gate struct {
+	hold   atomic.Bool   // hold the next responses on endpoints streams
+	held   chan struct{} // capacity 1: a response is held
+	opened chan struct{} // closed by release
+	once   sync.Once     // guards the close of opened
+}
+
+func newGate() *gate {
+	return &gate{held: make(chan struct{}, 1), opened: make(chan struct{})}
+}
+
+// release lets the held responses through, and the later ones.
+func (g *gate) release() {
+	g.once.Do(func() {
+		g.hold.Store(false)
+		close(g.opened)
+	})
+}
+
+func (g *gate) waitHeld(t *testing.T) {
+	t.Helper()
+	eventually(t, "a held response", func() bool { return len(g.held) > 0 })
+}
+
+func (g *gate) Build(server string) (transport.Transport, error) {
+	inner, err := grpctransport.Builder{DialOptions: dialOptions}.Build(server)
+	if err != nil {
+		return nil, err
+	}
+	return &gateTransport{Transport: inner, g: g}, nil
+}
+
+type gateTransport struct {
+	transport.Transport
+	g *gate
+}
+
+func (gt *gateTransport) NewStream(ctx context.Context, method string) (transport.Stream, error) {
+	s, err := gt.Transport.NewStream(ctx, method)
+	if err != nil || !strings.Contains(method, "Endpoint") {
+		return s, err
+	}
+	return &gateStream{Stream: s, g: gt.g, ctx: ctx}, nil
+}
+
+type gateStream struct {
+	transport.Stream
+	g   *gate
+	ctx context.Context
+}
+
+func (s *gateStream) Recv() ([]byte, error) {
+	b, err := s.Stream.Recv()
+	if err != nil || !s.g.hold.Load() {
+		return b, err
+	}
+	select {
+	case s.g.held <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.g.opened:
+		return b, nil
+	case <-s.ctx.Done():
+		return nil, s.ctx.Err()
 	}
 }

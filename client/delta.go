@@ -23,10 +23,18 @@ func (s *stream) sendDeltaSubscription(ts *typeState) {
 	want := make(map[string]bool, len(names))
 	for _, n := range names {
 		want[n] = true
-		if !ts.sentSet[n] {
+		if !ts.sentSet[n] || ts.resub[n] {
 			req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
 		}
 	}
+	// Names to request again that only the wildcard covers: subscribing
+	// to a name again makes the server send it again (PROTOCOL D8).
+	for n := range ts.resub {
+		if !want[n] && len(ts.wildcard) > 0 {
+			req.ResourceNamesSubscribe = append(req.ResourceNamesSubscribe, n)
+		}
+	}
+	clear(ts.resub)
 	for n := range ts.sentSet {
 		if !want[n] {
 			req.ResourceNamesUnsubscribe = append(req.ResourceNamesUnsubscribe, n)

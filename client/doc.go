@@ -11,7 +11,10 @@
 //   - C3: in SotW, a Listener or Cluster missing from a response is deleted;
 //     for other types, missing means nothing. Deleting a Listener or Cluster
 //     drops the RouteConfigurations or ClusterLoadAssignment it referred to
-//     (unless another Listener or Cluster still refers to them).
+//     (unless another Listener or Cluster still refers to them), as Envoy
+//     does: they leave the subscription, and responses still carrying them
+//     are ignored, until a Listener or Cluster refers to them again; then
+//     they are requested again (a wildcard over SotW cannot be).
 //   - C4: a watched resource not received within Config.WatchExpiry is
 //     reported as not existing; it may still arrive later.
 //   - C5: streams reconnect with backoff; SotW resumes with the versions

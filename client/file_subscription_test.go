@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -169,6 +170,31 @@ resources: {
 		replace(t, path, text)
 		if u := r.wantUpdate(t, "a"); u.Version != "7" {
 			t.Fatalf("version %q, want 7", u.Version)
+		}
+	})
+
+	t.Run("C7_directory_removed_and_made_again", func(t *testing.T) {
+		// As xdsd --write-dir does: the directory's watch ends with it.
+		dir := filepath.Join(t.TempDir(), "out")
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "cds.yaml")
+		replace(t, path, clusterYAML("1", "a"))
+		c := newFileClient(t, path, nil)
+		r := newRecorder()
+		defer c.Watch(cds, "*", r)()
+		r.wantUpdate(t, "a")
+		for i, name := range []string{"b", "c"} {
+			if err := os.RemoveAll(dir); err != nil {
+				t.Fatal(err)
+			}
+			r.waitFor(t, "the missing file reported", func(e event) bool { return e.kind == "error" })
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			replace(t, path, clusterYAML(fmt.Sprint(i+2), name))
+			r.waitFor(t, "update "+name, func(e event) bool { return e.kind == "update" && e.name == name })
 		}
 	})
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/fsnotify/fsnotify"
@@ -52,6 +53,10 @@ func (s *stream) reportUnusable(err error) {
 		}
 	}
 }
+
+// dirPollInterval is how often a file subscription looks for its
+// directory again after the directory was removed or renamed.
+const dirPollInterval = 50 * time.Millisecond
 
 // fileBuilder builds the transport of a file subscription; the server is
 // the file's path.
@@ -222,12 +227,22 @@ func (s *fileStream) run() {
 		} // else the first request's kick delivers it
 	}
 	load()
-	base := filepath.Base(s.path)
+	dir, base := filepath.Dir(s.path), filepath.Base(s.path)
+	var rewatch *time.Timer // running while the directory is gone
+	defer func() {
+		if rewatch != nil {
+			rewatch.Stop()
+		}
+	}()
 	for {
 		var out chan recvResult
 		var next recvResult
 		if len(queue) > 0 {
 			out, next = s.out, queue[0]
+		}
+		var retry <-chan time.Time
+		if rewatch != nil {
+			retry = rewatch.C
 		}
 		select {
 		case <-s.ctx.Done():
@@ -236,9 +251,25 @@ func (s *fileStream) run() {
 			queue = queue[1:]
 		case <-s.kick:
 			deliver()
+		case <-retry:
+			// The directory was removed or renamed, which ends its
+			// watch: watch it again once it exists, and read the file.
+			if s.fw.Add(dir) != nil {
+				rewatch.Reset(dirPollInterval)
+				break
+			}
+			rewatch = nil
+			load()
 		case ev, ok := <-s.fw.Events:
 			if !ok {
 				return
+			}
+			if filepath.Clean(ev.Name) == dir && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+				_ = s.fw.Remove(dir) // a renamed directory is still watched where it went
+				if rewatch == nil {
+					rewatch = time.NewTimer(dirPollInterval)
+				}
+				break
 			}
 			if filepath.Base(ev.Name) == base || isSymlink(s.path) {
 				load()

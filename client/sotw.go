@@ -3,6 +3,7 @@ package client
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/genproto/googleapis/rpc/code"
@@ -28,6 +29,36 @@ func (s *stream) sendSotW(ts *typeState, nack error) {
 		// Resuming (C5) without some resources of version: ask for all.
 		version = ""
 	}
+	if nack == nil && len(ts.resub) > 0 {
+		s.sendSotWResub(ts, names)
+		version = ""
+	}
+	s.sendSotWNames(ts, names, version, nack)
+}
+
+// sendSotWResub makes the server send again the names of ts.resub, which
+// the client dropped while the server may believe it still holds them. A
+// SotW server sends a resource again only when the names grow (PROTOCOL
+// S10) or, polled over REST, when the version differs: a request without
+// them goes first if the last one named them, and the caller's request
+// that names them again carries no version.
+func (s *stream) sendSotWResub(ts *typeState, names []string) {
+	resub := ts.resub
+	ts.resub = make(map[string]bool)
+	if !slices.ContainsFunc(ts.sentNames, func(n string) bool { return resub[n] }) {
+		return
+	}
+	without := make([]string, 0, len(names))
+	for _, n := range names {
+		if !resub[n] {
+			without = append(without, n)
+		}
+	}
+	s.sendSotWNames(ts, without, ts.version, nil)
+}
+
+// sendSotWNames sends one SotW request for names at version.
+func (s *stream) sendSotWNames(ts *typeState, names []string, version string, nack error) {
 	ts.onlyWildcard = ts.onlyWildcard && len(names) == 1 && names[0] == "*"
 	wire := names
 	if ts.onlyWildcard && s.c.cfg.LegacyWildcard && ts.info.wildcard {

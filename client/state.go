@@ -27,6 +27,19 @@ type typeState struct {
 	// client no longer holds version, and resumes with no version.
 	lost map[string]bool
 
+	// dropped holds the dependents dropped with the Listener or Cluster
+	// that referred to them (C3) and not referred to again since: they
+	// are left out of the subscription, and responses that still carry
+	// them are ignored.
+	dropped map[string]bool
+	// resub holds the names to request again although the subscription
+	// may not have changed: dependents referred to again, which the
+	// server may believe the client still holds.
+	resub map[string]bool
+	// collect: a watch was removed; what no watch covers any more is
+	// forgotten after the current batch of events.
+	collect bool
+
 	// Delta.
 	sentSet map[string]bool // names subscribed on the current stream, "*" included
 }
@@ -45,12 +58,24 @@ type resState struct {
 }
 
 func newTypeState(ti *typeInfo) *typeState {
-	return &typeState{info: ti, wildcard: make(map[*watch]bool), res: make(map[string]*resState), lost: make(map[string]bool), onlyWildcard: true}
+	return &typeState{
+		info:         ti,
+		wildcard:     make(map[*watch]bool),
+		res:          make(map[string]*resState),
+		lost:         make(map[string]bool),
+		dropped:      make(map[string]bool),
+		resub:        make(map[string]bool),
+		onlyWildcard: true,
+	}
 }
 
+// resetConn forgets what was sent on the stream that ended. The next
+// stream's first request asks for every name anew, so nothing is left to
+// request again.
 func (ts *typeState) resetConn() {
 	ts.nonce, ts.sentNames, ts.sentSet = "", nil, nil
 	ts.onlyWildcard = true
+	clear(ts.resub)
 }
 
 // names returns the names the type subscribes to, sorted, "*" included.
@@ -60,7 +85,7 @@ func (ts *typeState) names() []string {
 		out = append(out, "*")
 	}
 	for n, rs := range ts.res {
-		if len(rs.watchers) > 0 {
+		if len(rs.watchers) > 0 && !ts.dropped[n] {
 			out = append(out, n)
 		}
 	}
@@ -68,7 +93,12 @@ func (ts *typeState) names() []string {
 	return out
 }
 
+// subscriptionChanged says whether the type's subscription must be sent:
+// its names changed, or some must be requested again.
 func (ts *typeState) subscriptionChanged(delta bool) bool {
+	if len(ts.resub) > 0 {
+		return true
+	}
 	names := ts.names()
 	if delta {
 		if len(names) != len(ts.sentSet) {
@@ -88,8 +118,12 @@ func (ts *typeState) subscriptionChanged(delta bool) bool {
 }
 
 // wants says whether a received resource is kept: it is watched by name or
-// the type is watched by wildcard.
+// the type is watched by wildcard, and it was not dropped with what
+// referred to it (C3).
 func (ts *typeState) wants(name string) bool {
+	if ts.dropped[name] {
+		return false
+	}
 	if len(ts.wildcard) > 0 {
 		return true
 	}
@@ -165,6 +199,9 @@ func (s *stream) addWatch(ti *typeInfo, w *watch) {
 		rs.watchers = make(map[*watch]bool)
 	}
 	rs.watchers[w] = true
+	if ts.dropped[w.name] {
+		rs.notExist = true // not asked for until referred to again (C3)
+	}
 	switch {
 	case rs.update != nil:
 		w.update(*rs.update)
@@ -173,30 +210,45 @@ func (s *stream) addWatch(ti *typeInfo, w *watch) {
 	}
 }
 
-// removeWatch unregisters w and forgets what no watch covers any more.
+// removeWatch unregisters w. What no watch covers any more is forgotten
+// after the batch of events (collect): a watch that replaces w in the same
+// batch is told the state at once, as the server will not send it again.
 func (s *stream) removeWatch(w *watch) {
 	ts := s.types[w.typeURL]
 	if ts == nil {
 		return
 	}
+	ts.collect = true
 	if w.name == "*" {
 		delete(ts.wildcard, w)
+		return
+	}
+	if rs := ts.res[w.name]; rs != nil {
+		delete(rs.watchers, w)
+	}
+}
+
+// collect forgets, for every type a watch was removed from, the names no
+// watch covers any more. It runs after a batch of events, before the
+// subscriptions are sent.
+func (s *stream) collect() {
+	for _, ts := range s.types {
+		if !ts.collect {
+			continue
+		}
+		ts.collect = false
+		for n, rs := range ts.res {
+			if len(rs.watchers) == 0 && (len(ts.wildcard) == 0 || rs.update == nil) {
+				s.forget(ts, n, rs)
+			}
+		}
 		if len(ts.wildcard) == 0 {
-			for n, rs := range ts.res {
-				if len(rs.watchers) == 0 {
-					s.forget(ts, n, rs)
+			for n := range ts.dropped {
+				if ts.res[n] == nil {
+					delete(ts.dropped, n)
 				}
 			}
 		}
-		return
-	}
-	rs := ts.res[w.name]
-	if rs == nil {
-		return
-	}
-	delete(rs.watchers, w)
-	if len(rs.watchers) == 0 && (len(ts.wildcard) == 0 || rs.update == nil) {
-		s.forget(ts, w.name, rs)
 	}
 }
 
@@ -205,6 +257,7 @@ func (s *stream) forget(ts *typeState, name string, rs *resState) {
 	rs.stopTTL()
 	delete(ts.res, name)
 	delete(ts.lost, name)
+	delete(ts.resub, name)
 }
 
 // startExpiry starts the watch expiry timer (C4) of every watched name that
@@ -214,7 +267,7 @@ func (s *stream) startExpiry(ts *typeState) {
 		return
 	}
 	for name, rs := range ts.res {
-		if len(rs.watchers) == 0 || rs.update != nil || rs.notExist || rs.expiry != nil {
+		if len(rs.watchers) == 0 || rs.update != nil || rs.notExist || rs.expiry != nil || ts.dropped[name] {
 			continue
 		}
 		rs.expiryGen++
@@ -275,6 +328,9 @@ func (s *stream) apply(ts *typeState, a accepted) {
 	if changed {
 		for _, w := range ts.watchersOf(a.name) {
 			w.update(*rs.update)
+		}
+		if ts.info.fullState {
+			s.referDependents(a.msg)
 		}
 	}
 }
@@ -356,22 +412,38 @@ func (s *stream) dropDependents(ts *typeState, gone []proto.Message) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		if len(names) == 0 {
-			continue
-		}
-		target := s.c.streamOf(t)
-		switch {
-		case target == nil:
-		case target == s:
-			s.dropNames(t, names)
-		default:
-			target.post(func() { target.dropNames(t, names) })
+		if len(names) > 0 {
+			s.onStreamOf(t, func(target *stream) { target.dropNames(t, names) })
 		}
 	}
 }
 
-// dropNames deletes received resources of type t because what referred to
-// them is gone. The subscription is unchanged.
+// referDependents takes back the dependents of m, a new or changed
+// Listener or Cluster, that were dropped with an earlier one (C3): they
+// are requested again.
+func (s *stream) referDependents(m proto.Message) {
+	t, names := dependents(m)
+	if len(names) > 0 {
+		s.onStreamOf(t, func(target *stream) { target.undrop(t, names) })
+	}
+}
+
+// onStreamOf runs f with the stream that carries type t: at once if it is
+// s, else posted to it. Nothing runs if no stream carries t.
+func (s *stream) onStreamOf(t string, f func(target *stream)) {
+	switch target := s.c.streamOf(t); {
+	case target == nil:
+	case target == s:
+		f(s)
+	default:
+		target.post(func() { f(target) })
+	}
+}
+
+// dropNames drops the resources of type t, held or awaited, because what
+// referred to them is gone (C3): their watchers are told they do not
+// exist, they leave the subscription, and responses still carrying them
+// are ignored, until a Listener or Cluster refers to them again (undrop).
 func (s *stream) dropNames(t string, names []string) {
 	ts := s.types[t]
 	if ts == nil {
@@ -379,9 +451,40 @@ func (s *stream) dropNames(t string, names []string) {
 	}
 	var held []string
 	for _, n := range names {
-		if rs := ts.res[n]; rs != nil && rs.update != nil {
+		rs := ts.res[n]
+		watched := rs != nil && len(rs.watchers) > 0
+		if !watched && len(ts.wildcard) == 0 {
+			continue
+		}
+		ts.dropped[n] = true
+		delete(ts.resub, n)
+		switch {
+		case rs == nil:
+		case rs.update != nil:
 			held = append(held, n)
+		case !rs.notExist && watched:
+			rs.stopExpiry()
+			rs.notExist = true
+			for w := range rs.watchers {
+				w.doesNotExist(n)
+			}
 		}
 	}
 	s.remove(ts, held, true)
+}
+
+// undrop takes back the dropped resources of type t among names, which a
+// Listener or Cluster refers to again: they are requested again, since
+// the server may believe the client still holds them.
+func (s *stream) undrop(t string, names []string) {
+	ts := s.types[t]
+	if ts == nil {
+		return
+	}
+	for _, n := range names {
+		if ts.dropped[n] {
+			delete(ts.dropped, n)
+			ts.resub[n] = true
+		}
+	}
 }

@@ -105,6 +105,7 @@ func (s *stream) run(ctx context.Context) {
 			return
 		case <-s.kick:
 			s.runEvents()
+			s.collect()
 			s.flush()
 		case <-backoff:
 			backoff = nil
@@ -117,6 +118,9 @@ func (s *stream) run(ctx context.Context) {
 				s.conn.received = true
 				s.outageReported = false
 				r.err = s.handle(r.msg)
+				if r.err == nil {
+					s.flush() // dependents it dropped or took back (C3)
+				}
 			}
 			if r.err != nil {
 				if ctx.Err() != nil {

@@ -19,7 +19,8 @@ type Watcher interface {
 	// OnDoesNotExist is called when the resource name is deleted, expires
 	// (TTL), is dropped with the Listener or Cluster that referred to it,
 	// or is not received within the watch expiry. A later update may
-	// follow.
+	// follow: a dropped resource is fetched again when a Listener or
+	// Cluster refers to it again.
 	OnDoesNotExist(name string)
 }
 

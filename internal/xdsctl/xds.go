@@ -440,6 +440,7 @@ func fetch(ctx context.Context, s *session, names []string, timeout time.Duratio
 		}
 		return true
 	}
+wait:
 	for {
 		mu.Lock()
 		if len(errs) > 0 {
@@ -460,6 +461,12 @@ func fetch(ctx context.Context, s *session, names []string, timeout time.Duratio
 				// get sets to the same time, says what does not exist).
 				mu.Unlock()
 				continue
+			}
+			if !byWildcard && s.tap.connected() && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				// The server took the subscription and sent nothing for
+				// the names still pending: they count as missing (the
+				// watch's expiry, which started later, has not fired yet).
+				break wait
 			}
 			var pending []string
 			for n := range wanted {
@@ -500,9 +507,17 @@ type tap struct {
 	delta   bool
 	changed chan struct{} // capacity 1: poked on the first response
 
-	mu    sync.Mutex // guards seen and count
-	seen  bool
-	count int // resources with a body in the first response
+	mu     sync.Mutex // guards seen, count and opened
+	seen   bool
+	count  int  // resources with a body in the first response
+	opened bool // a stream to the server was opened
+}
+
+// connected says whether a stream to the server was opened.
+func (t *tap) connected() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.opened
 }
 
 func (t *tap) firstResponse() (int, bool) {
@@ -583,6 +598,9 @@ func (t tapTransport) NewStream(ctx context.Context, method string) (transport.S
 	if err != nil {
 		return nil, err
 	}
+	t.tap.mu.Lock()
+	t.tap.opened = true
+	t.tap.mu.Unlock()
 	return tapStream{Stream: st, tap: t.tap}, nil
 }
 

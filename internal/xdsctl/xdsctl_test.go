@@ -274,9 +274,15 @@ func TestGet(t *testing.T) {
 				t.Errorf("%v: the existing resource is not printed:\n%s", args, out)
 			}
 		}
-		// Over SotW, other types are never answered: --timeout decides.
+		// Over SotW, other types are never answered for a missing name:
+		// once --timeout passes it counts as missing, and what exists is
+		// printed.
+		code, out, errs := run("get", srv, "--type", "eds", "--timeout", "1s", "hello", "nope")
+		if code != 1 || !strings.Contains(errs, "1 of 2 eds resources not found: nope") || !strings.Contains(out, "name: hello") {
+			t.Errorf("get eds hello nope: exit %d, stdout:\n%s\nstderr %q", code, out, errs)
+		}
 		start := time.Now()
-		code, _, errs := run("get", srv, "--type", "eds", "--timeout", "300ms", "nope")
+		code, _, errs = run("get", srv, "--type", "eds", "--timeout", "300ms", "nope")
 		if code != 1 || !strings.Contains(errs, "nope") {
 			t.Errorf("get eds nope: exit %d, stderr %q", code, errs)
 		}

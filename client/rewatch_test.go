@@ -1,0 +1,53 @@
+package client_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/rawxds"
+)
+
+// TestRewatch: a watch cancelled and at once replaced by one of the same
+// name. The server will not send what it believes the client holds, so the
+// new watch must be told the client's state at once.
+func TestRewatch(t *testing.T) {
+	forEachVariant(t, func(t *testing.T, v variant) {
+		for _, tc := range []struct{ short, typ, name string }{{"eds", eds, "a"}, {"cds", cds, "a"}, {"cds", cds, "*"}} {
+			t.Run("replaced_watch_gets_the_held_resource/"+tc.short+"/"+tc.name, func(t *testing.T) {
+				env := startServer(t)
+				publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
+				c := newClient(t, env.Addr, v, nil)
+				r := newRecorder()
+				cancel := c.Watch(tc.typ, tc.name, r)
+				r.wantUpdate(t, "a")
+				for range 3 {
+					r2 := newRecorder()
+					cancel()
+					cancel = c.Watch(tc.typ, tc.name, r2)
+					r2.wantUpdate(t, "a")
+				}
+				cancel()
+			})
+		}
+	})
+}
+
+// TestWatchAfterClose: a Watch on a closed client, whose callback goroutine
+// has ended, is still told of the error.
+func TestWatchAfterClose(t *testing.T) {
+	env := startServer(t)
+	c := newClient(t, env.Addr, variants[0], nil)
+	c.Close()
+	r := newRecorder()
+	cancel := c.Watch(eds, "a", r)
+	defer cancel()
+	select {
+	case e := <-r.ch:
+		if e.kind != "error" || !errors.Is(e.err, client.ErrClosed) {
+			t.Fatalf("got %s %q (%v), want error %v", e.kind, e.name, e.err, client.ErrClosed)
+		}
+	default:
+		t.Fatal("Watch on a closed client returned and reported nothing")
+	}
+}
