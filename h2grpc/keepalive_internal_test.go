@@ -5,6 +5,7 @@ package h2grpc
 import (
 	"bytes"
 	"io"
+	"net"
 	"runtime"
 	"strings"
 	"testing"
@@ -67,6 +68,14 @@ func TestKeepalivePingOnFullSocket(t *testing.T) {
 
 func testKeepalivePingOnFullSocket(t *testing.T) {
 	s, c, client := idleConn(t)
+	// Buffers of a set size: the kernel's tuning could grow them once the
+	// test has filled them, and take the ping at once.
+	if err := c.raw.(*net.TCPConn).SetWriteBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.(*net.TCPConn).SetReadBuffer(64 << 10); err != nil {
+		t.Fatal(err)
+	}
 	written := make(chan struct{})
 	s.ka.sent = func() { close(written) }
 	var sent bytes.Buffer
