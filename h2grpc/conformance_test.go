@@ -126,6 +126,11 @@ func TestConformance(t *testing.T) {
 			writeHeaders(t, fr, request)
 			fr.WriteWindowUpdate(1, 1<<31-1)
 		}, false, http2.ErrCodeFlowControl},
+		{"SETTINGS_INITIAL_WINDOW_SIZE taking a stream's window above 2^31-1 (6.9.2)", func(fr *http2.Framer) {
+			writeHeaders(t, fr, request)
+			fr.WriteWindowUpdate(1, 1<<31-1-65535) // the stream's window at the most
+			fr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: 65536})
+		}, true, http2.ErrCodeFlowControl},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			nc, fr := dialFramer(t, addr)

@@ -284,19 +284,14 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	initWin := c.initWin
 	err := f.ForeachSetting(func(s http2.Setting) error {
 		if err := s.Valid(); err != nil {
 			return err
 		}
 		switch s.ID {
 		case http2.SettingInitialWindowSize:
-			delta := int64(s.Val) - c.initWin
-			c.initWin = int64(s.Val)
-			c.mu.Lock() // wmu then mu: see conn
-			for _, st := range c.streams {
-				st.sendWin += delta
-			}
-			c.mu.Unlock()
+			initWin = int64(s.Val) // the last one counts
 		case http2.SettingMaxFrameSize:
 			c.maxFrame = int(s.Val)
 		}
@@ -304,6 +299,22 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	})
 	if err != nil {
 		return err
+	}
+	// The streams' windows move once per frame, however many times it
+	// repeats the setting: a walk of every stream per entry let a client
+	// with thousands of streams spend the server's CPU with a few frames.
+	if delta := initWin - c.initWin; delta != 0 {
+		c.initWin = initWin
+		c.mu.Lock() // wmu then mu: see conn
+		overflow := false
+		for _, st := range c.streams {
+			st.sendWin += delta
+			overflow = overflow || st.sendWin > 1<<31-1
+		}
+		c.mu.Unlock()
+		if overflow { // RFC 9113 6.9.2
+			return http2.ConnectionError(http2.ErrCodeFlowControl)
+		}
 	}
 	c.wcond.Broadcast()
 	c.wbuf = appendFrameHeader(c.bufLocked(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
