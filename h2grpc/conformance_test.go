@@ -301,3 +301,21 @@ func pingAnswer(f http2.Frame) bool {
 	p, ok := f.(*http2.PingFrame)
 	return ok && p.IsAck()
 }
+
+// TestDefaultMaxConcurrentStreams: by default a connection may hold 1,000
+// streams, as the server's SETTINGS say: a client with tens of thousands
+// held hundreds of MB.
+func TestDefaultMaxConcurrentStreams(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{})
+	_, fr := dialFramer(t, addr)
+	readFrames(t, fr, "the server's SETTINGS", func(f http2.Frame) bool {
+		sf, ok := f.(*http2.SettingsFrame)
+		if !ok || sf.IsAck() {
+			return false
+		}
+		if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 1000 {
+			t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS %d (set %v), want 1000", v, ok)
+		}
+		return true
+	})
+}

@@ -63,7 +63,9 @@ type Options struct {
 	// 1 MiB.
 	InitialConnWindowSize int32
 	// MaxConcurrentStreams bounds the streams open on one connection;
-	// 0 means 1<<20.
+	// 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
+	// costs some 20 KB, and a connection with tens of thousands of them
+	// held hundreds of MB).
 	MaxConcurrentStreams uint32
 	// HandshakeTimeout bounds the TLS handshake and the client's HTTP/2
 	// preface; 0 means 10 s.
@@ -107,7 +109,7 @@ func (o Options) withDefaults() Options {
 		o.InitialConnWindowSize = 1 << 20
 	}
 	if o.MaxConcurrentStreams == 0 {
-		o.MaxConcurrentStreams = 1 << 20
+		o.MaxConcurrentStreams = 1000
 	}
 	if o.HandshakeTimeout <= 0 {
 		o.HandshakeTimeout = 10 * time.Second
