@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -314,6 +315,35 @@ func TestRobust(t *testing.T) {
 		wantDeltaNames(t, dr, "c1")
 		waitFor(t, func() bool { return len(lastErrors(e)) == 2 })
 		w.bump(t)
+	})
+
+	// What a client sends (type URLs, NACK messages, its node id) is
+	// logged cut to a bound, and an unknown type once per stream: a
+	// client sending 200,000 such requests wrote 200,000 log lines.
+	t.Run("R1_client_text_in_logs_is_bounded", func(t *testing.T) {
+		logs := &logRecorder{}
+		c := cache.New(nil)
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1)))
+		e := rawxds.Start(t, c, server.Config{Logger: slog.New(logs.handler())})
+		long := strings.Repeat("x", 100<<10)
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: rawxds.Node(long), TypeUrl: "type.googleapis.com/" + long})
+		for i := range 50 {
+			s.Send(&discovery.DiscoveryRequest{TypeUrl: fmt.Sprint("type.googleapis.com/nothing.", i)})
+		}
+		s.Send(req(cds))
+		r := s.Recv()
+		s.Send(&discovery.DiscoveryRequest{TypeUrl: cds, ResponseNonce: r.Nonce, ErrorDetail: &rpcstatus.Status{Code: 3, Message: long}})
+		waitFor(t, func() bool { return logs.count("NACK") == 1 })
+		if n := logs.count("ignoring request for unknown type"); n != 1 {
+			t.Errorf("%d log lines for unknown types on one stream, want 1", n)
+		}
+		if n := logs.longest(); n > 8<<10 {
+			t.Errorf("a log line of %d bytes: the client's text is not cut", n)
+		}
+		if m := streamTypeStatus(t, e, long, "ads/sotw", cds).NackMessage; len(m) > 2<<10 {
+			t.Errorf("Status holds a NACK message of %d bytes", len(m))
+		}
 	})
 
 	t.Run("R1_garbage_fields_on_ads", func(t *testing.T) {
@@ -1029,4 +1059,62 @@ func (w *witness) sotwNonce(t *testing.T) string {
 	}
 	t.Fatal("no SotW witness in Status")
 	return ""
+}
+
+// logRecorder keeps the messages of the records its handlers take, and
+// the length of each record's text.
+type logRecorder struct {
+	mu    sync.Mutex
+	msgs  []string
+	sizes []int
+}
+
+// handler returns a slog.Handler that records into r.
+func (r *logRecorder) handler() slog.Handler { return recordingHandler{rec: r} }
+
+// recordingHandler is a logRecorder's slog.Handler, with the attributes
+// given to WithAttrs.
+type recordingHandler struct {
+	rec   *logRecorder
+	attrs []slog.Attr
+}
+
+func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
+	n := len(r.Message)
+	for _, a := range h.attrs {
+		n += len(a.String())
+	}
+	r.Attrs(func(a slog.Attr) bool { n += len(a.String()); return true })
+	h.rec.mu.Lock()
+	defer h.rec.mu.Unlock()
+	h.rec.msgs, h.rec.sizes = append(h.rec.msgs, r.Message), append(h.rec.sizes, n)
+	return nil
+}
+
+func (h recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return recordingHandler{h.rec, append(slices.Clone(h.attrs), as...)}
+}
+
+func (h recordingHandler) WithGroup(string) slog.Handler { return h }
+
+// count returns how many records' messages start with prefix.
+func (r *logRecorder) count(prefix string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if strings.HasPrefix(m, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// longest returns the length of the longest record's text.
+func (r *logRecorder) longest() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Max(append(r.sizes, 0))
 }

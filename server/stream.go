@@ -2,12 +2,14 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -77,6 +79,8 @@ type stream struct {
 	// yet ACKed: an ACK taken inline then wakes the stream.
 	held   bool
 	closed bool // close has run
+	// warnedType is set once an unknown type has been logged.
+	warnedType bool
 	// repeated is the last repeated node that decoded (see nodeDecodesLocked).
 	repeated seenNode
 }
@@ -255,7 +259,7 @@ func (st *stream) logger() *slog.Logger {
 	if st.log == nil {
 		st.log = st.srv.log.With("stream", st.status.s.ID, "variant", st.status.s.Variant)
 		if st.node != nil {
-			st.log = st.log.With("node", st.nodeID)
+			st.log = st.log.With("node", clip(st.nodeID))
 		}
 	}
 	return st.log
@@ -275,9 +279,31 @@ func (st *stream) typeOf(url string) (*resource.Type, error) {
 	if t := resource.Lookup(url); t != nil {
 		return t, nil
 	}
-	st.logger().Warn("ignoring request for unknown type", "type_url", url)
+	url = clip(url)
+	if !st.warnedType { // once per stream: a client may send thousands
+		st.warnedType = true
+		st.logger().Warn("ignoring request for unknown type (reported once per stream)", "type_url", url)
+	}
 	st.status.recordError("unknown type URL " + url)
 	return nil, nil
+}
+
+// maxClientText bounds the text a client sent (a type URL, a NACK's
+// message, a node id) as logged and shown in Status: a request may hold
+// megabytes of it.
+const maxClientText = 1024
+
+// clip returns s, cut to maxClientText bytes (on a rune boundary) and
+// marked as cut if it is longer.
+func clip(s string) string {
+	if len(s) <= maxClientText {
+		return s
+	}
+	cut := maxClientText
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:cut], len(s))
 }
 
 // start sets the stream's node and starts watching its group on the first
@@ -456,6 +482,7 @@ func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
 	if nack {
+		msg = clip(msg)
 		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)
 		st.srv.metrics.nacks[ts.t.Order].Add(1)
