@@ -115,7 +115,7 @@ func TestHandleWholeNeeds(t *testing.T) {
 			c.headerOpen = tc.headerOpen
 			if tc.msgLeft > 0 {
 				msg := make([]byte, tc.msgLeft)
-				st.msg = &msg
+				st.msg, st.msgSize = &msg, tc.msgLeft
 			}
 			used, need, err := c.handleWhole(tc.b)
 			if err != nil || used != tc.used || need != tc.need {
@@ -138,4 +138,33 @@ func TestEmptyMessagesFillTheQueue(t *testing.T) {
 	if !burstFails(t, w, sizes, false) {
 		t.Fatal("empty messages queued without bound: credited back as if they cost nothing")
 	}
+}
+
+// TestMessageBufferGrowsAsItsBytesCome: a prefix that claims a message of
+// a megabyte reserves only msgFirstPart until its bytes come (a client
+// sending such prefixes on 100 streams reserved 400 MB); the message,
+// grown as they do, is received whole.
+func TestMessageBufferGrowsAsItsBytesCome(t *testing.T) {
+	_, st := queueingConn(1 << 30)
+	defer st.cancel()
+	const size = 1 << 20
+	msg := make([]byte, size)
+	for i := range msg {
+		msg[i] = byte(i * 7)
+	}
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, size))
+	if st.msg == nil || cap(*st.msg) > msgFirstPart {
+		t.Fatalf("after the prefix alone, a buffer of %d bytes, want at most %d", cap(*st.msg), msgFirstPart)
+	}
+	for rest := msg; len(rest) > 0; {
+		n := min(len(rest), 10_000)
+		st.assembleLocked(rest[:n])
+		rest = rest[n:]
+	}
+	if len(st.queue) != 1 || !bytes.Equal(st.queue[0].ReadOnlyData(), msg) {
+		t.Fatalf("%d messages queued, want the one sent", len(st.queue))
+	}
+	st.dropLocked()
 }

@@ -95,7 +95,7 @@ func TestJoinData(t *testing.T) {
 				st := &stream{c: c, id: 1, recvWin: orDefault(tc.streamWin, 1<<30), prefixN: tc.prefixN, queued: tc.queued}
 				if tc.msgLeft > 0 {
 					msg := make([]byte, tc.msgLeft+7)
-					st.msg, st.msgN = &msg, 7
+					st.msg, st.msgN, st.msgSize = &msg, 7, len(msg)
 				}
 				c.streams = map[uint32]*stream{1: st}
 			}

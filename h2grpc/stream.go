@@ -38,8 +38,9 @@ type stream struct {
 	rmu        sync.Mutex
 	prefix     [5]byte // the message prefix being read
 	prefixN    int
-	msg        *[]byte // the message being read, or nil
-	msgN       int
+	msg        *[]byte      // the message being read, or nil; grown as its bytes come (see growMsgLocked)
+	msgN       int          // its bytes read
+	msgSize    int          // its size, as its prefix says
 	queue      []mem.Buffer // received messages the handler has not taken
 	queued     int          // their cost: see queueCost
 	recvWin    int32        // what the client may still send on the stream
@@ -243,13 +244,9 @@ func (st *stream) assembleLocked(data []byte) {
 				st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d vs. %d)", size, max)
 				return
 			}
-			if mem.IsBelowBufferPoolingThreshold(size) {
-				b := make([]byte, size)
-				st.msg = &b
-			} else {
-				st.msg = pool.Get(size)
-			}
-			st.msgN = 0
+			// A buffer for the first part only: a prefix that claims
+			// megabytes reserves nothing until they come.
+			st.msg, st.msgN, st.msgSize = allocMsg(min(size, msgFirstPart)), 0, size
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
 				st.queued += queueCost(0)
@@ -257,10 +254,13 @@ func (st *stream) assembleLocked(data []byte) {
 				continue
 			}
 		}
+		if want := min(st.msgN+len(data), st.msgSize); want > len(*st.msg) {
+			st.growMsgLocked(want)
+		}
 		k := copy((*st.msg)[st.msgN:], data)
 		st.msgN += k
 		data = data[k:]
-		if st.msgN == len(*st.msg) {
+		if st.msgN == st.msgSize {
 			if !tried && st.inlineLocked(*st.msg) {
 				st.dropLocked() // frees st.msg; the queue is empty
 			} else if !tried && st.queueShrunkLocked(*st.msg) {
@@ -306,7 +306,7 @@ func (st *stream) endsNoMessage(head []byte, n int) bool {
 	case st.rerr != nil || st.closed:
 		return false
 	case st.msg != nil:
-		return len(*st.msg)-st.msgN > n
+		return st.msgSize-st.msgN > n
 	case st.prefixN > 0 || len(head) < len(st.prefix) || head[0] != 0:
 		return false
 	}
@@ -628,9 +628,37 @@ func (st *stream) dropLocked() {
 // held.
 func (st *stream) freeMsgLocked() {
 	if st.msg != nil {
-		if !mem.IsBelowBufferPoolingThreshold(len(*st.msg)) {
-			msgBufs.Put(st.msg)
-		}
+		freeMsg(st.msg)
 		st.msg = nil
+	}
+}
+
+// msgFirstPart is the most a message's buffer holds before its bytes come:
+// it grows, doubling, as they do.
+const msgFirstPart = 64 << 10
+
+// growMsgLocked makes the message's buffer hold at least n bytes, at most
+// its size. Call it with rmu held.
+func (st *stream) growMsgLocked(n int) {
+	b := allocMsg(min(st.msgSize, max(n, 2*len(*st.msg))))
+	copy(*b, (*st.msg)[:st.msgN])
+	freeMsg(st.msg)
+	st.msg = b
+}
+
+// allocMsg returns a buffer of n bytes for a message: from msgBufs, unless
+// it is small enough for grpc-go's codec not to pool it.
+func allocMsg(n int) *[]byte {
+	if mem.IsBelowBufferPoolingThreshold(n) {
+		b := make([]byte, n)
+		return &b
+	}
+	return msgBufs.Get(n)
+}
+
+// freeMsg gives back a buffer allocMsg returned.
+func freeMsg(b *[]byte) {
+	if !mem.IsBelowBufferPoolingThreshold(len(*b)) {
+		msgBufs.Put(b)
 	}
 }
