@@ -253,6 +253,10 @@ func Watch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if done {
 		return code
 	}
+	if *count < 0 {
+		fmt.Fprintln(stderr, "xdsctl watch: --count must be 0 or more")
+		return exitUsage
+	}
 	s, err := f.open(fs, stdout, *expiry)
 	if err != nil {
 		fmt.Fprintln(stderr, "xdsctl watch:", err)

@@ -124,9 +124,13 @@ func parse(fs *flagSet, args []string, stdout io.Writer) (rest []string, done bo
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" {
 			fmt.Fprint(stdout, fs.help)
-			fmt.Fprintln(stdout, "\nFlags:")
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
+			hasFlags := false
+			fs.VisitAll(func(*flag.Flag) { hasFlags = true })
+			if hasFlags {
+				fmt.Fprintln(stdout, "\nFlags:")
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+			}
 			return nil, true, exitOK
 		}
 		if a == "--" {
