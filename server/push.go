@@ -365,6 +365,11 @@ func (st *stream) sotwBody(r *resource.Resource) *anypb.Any {
 	if r.TTL == 0 || !st.wrapTTL {
 		return r.Body
 	}
+	return ttlWrapper(r)
+}
+
+// ttlWrapper returns r in a Resource wrapper that carries its TTL.
+func ttlWrapper(r *resource.Resource) *anypb.Any {
 	a, err := anypb.New(&discovery.Resource{
 		Name:     r.Name,
 		Version:  r.Version,

@@ -52,7 +52,11 @@ type RESTConfig struct {
 // So is a NACK (error_detail set) while the version it rejects, named by
 // its response_nonce, is current: the seed's long polling sends nothing
 // until the resources change, and the rejected ones again would be NACKed
-// again. There is no ADS and no incremental variant over REST.
+// again. A poller whose node takes Resource wrappers (L3) gets TTL
+// resources wrapped with their TTL, and a held poll that covers any is
+// answered with them again before half the shortest TTL is out, which
+// keeps them alive (L1, L2). There is no ADS and no incremental variant
+// over REST.
 func (s *Server) RESTHandler(cfg RESTConfig) http.Handler {
 	if cfg.PollTimeout <= 0 {
 		cfg.PollTimeout = 30 * time.Second
@@ -115,30 +119,35 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		s.metrics.nacks[t.Order].Add(1)
 		rejected = restNonceVersion(req.GetResponseNonce())
 	}
+	wrap := wrapsTTL(req.GetNode())
 	watcher := s.cache.Watch(keptNode(req.GetNode()))
 	defer watcher.Close()
 	timeout := time.NewTimer(cfg.PollTimeout)
 	defer timeout.Stop()
+	var held *discovery.DiscoveryResponse // the current response, while the poll is held
+	var beat <-chan time.Time             // when held's TTL resources need refreshing
 	for {
-		snap, _, _ := watcher.Take()
-		if snap != nil {
-			resp := s.current(snap, t, req.GetResourceNames())
+		if snap, _, _ := watcher.Take(); snap != nil {
+			resp, ttl := s.current(snap, t, req.GetResourceNames(), wrap)
 			if resp.VersionInfo != req.GetVersionInfo() && resp.VersionInfo != rejected {
-				resp.Nonce += restNonceSep + resp.VersionInfo
-				b, err := protojson.Marshal(resp)
-				if err != nil {
-					http.Error(w, err.Error(), http.StatusInternalServerError)
-					return
-				}
-				s.metrics.responses.Add(1)
-				_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
-				w.Header().Set("Content-Type", "application/json")
-				_, _ = w.Write(b)
+				s.writeREST(w, rc, resp, cfg)
 				return
+			}
+			held = resp
+			if ttl > 0 && beat == nil && rejected == "" {
+				// The poller holds TTL resources: answered again before
+				// half the TTL is out, it keeps them (L1, L2), as a SotW
+				// stream's heartbeat resends them.
+				hb := time.NewTimer(max(ttl/2, minHeartbeat))
+				defer hb.Stop()
+				beat = hb.C
 			}
 		}
 		select {
 		case <-watcher.Kick():
+		case <-beat:
+			s.writeREST(w, rc, held, cfg)
+			return
 		case <-timeout.C:
 			w.WriteHeader(http.StatusNotModified)
 			return
@@ -146,6 +155,21 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 			return
 		}
 	}
+}
+
+// writeREST writes resp as a REST poll's answer; its nonce names its
+// version (see restNonceSep).
+func (s *Server) writeREST(w http.ResponseWriter, rc *http.ResponseController, resp *discovery.DiscoveryResponse, cfg RESTConfig) {
+	resp.Nonce += restNonceSep + resp.VersionInfo
+	b, err := protojson.Marshal(resp)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	s.metrics.responses.Add(1)
+	_ = rc.SetWriteDeadline(time.Now().Add(cfg.WriteTimeout))
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(b)
 }
 
 // restNonceSep joins a REST response's nonce, a number, to its version:

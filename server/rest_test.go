@@ -254,3 +254,58 @@ func TestRESTSlowClients(t *testing.T) {
 		}
 	})
 }
+
+// TestRESTTTL: a poller whose node takes Resource wrappers gets a TTL
+// resource wrapped with its TTL (L3), and a poll held at the current
+// version is answered again before half the TTL is out (L1, L2); one
+// that does not take wrappers gets the bare resource, and its poll waits
+// for the poll timeout.
+func TestRESTTTL(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	c := cache.New(nil)
+	c.SetSnapshot("", cache.MustSnapshot(withTTL(rawxds.Endpoints("a", 1), ttl)))
+	srv := server.New(c, server.Config{})
+	hs := httptest.NewServer(srv.RESTHandler(server.RESTConfig{PollTimeout: time.Hour}))
+	defer hs.Close()
+	post := func(t *testing.T, version string, features ...string) (int, *discovery.DiscoveryResponse) {
+		t.Helper()
+		node := rawxds.Node("rest")
+		node.ClientFeatures = features
+		b, err := protojson.Marshal(&discovery.DiscoveryRequest{Node: node, VersionInfo: version, ResourceNames: []string{"a"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		code, body := restPost(t, hs.URL+"/v3/discovery:endpoints", b)
+		var r discovery.DiscoveryResponse
+		if code == http.StatusOK {
+			if err := protojson.Unmarshal(body, &r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return code, &r
+	}
+
+	t.Run("L3_L1_L2_wrapped_and_kept_alive", func(t *testing.T) {
+		code, r := post(t, "", "xds.config.supports-resource-in-sotw")
+		if code != http.StatusOK || len(r.Resources) != 1 || r.Resources[0].TypeUrl != wrapperType {
+			t.Fatalf("status %d, resources %v: want one Resource wrapper", code, r.GetResources())
+		}
+		var wrapped discovery.Resource
+		if err := r.Resources[0].UnmarshalTo(&wrapped); err != nil || wrapped.GetTtl().AsDuration() != ttl || wrapped.Resource == nil {
+			t.Fatalf("wrapper %v (%v): want the resource with its TTL", &wrapped, err)
+		}
+		// Held at the current version: answered again with the resource,
+		// long before the hour's poll timeout.
+		code, again := post(t, r.VersionInfo, "xds.config.supports-resource-in-sotw")
+		if code != http.StatusOK || again.VersionInfo != r.VersionInfo || len(again.Resources) != 1 {
+			t.Fatalf("held poll: status %d, %v; want the same version again", code, again)
+		}
+	})
+
+	t.Run("L3_bare_without_the_feature", func(t *testing.T) {
+		code, r := post(t, "")
+		if code != http.StatusOK || len(r.Resources) != 1 || r.Resources[0].TypeUrl != eds {
+			t.Fatalf("status %d, resources %v: want the bare resource", code, r.GetResources())
+		}
+	})
+}

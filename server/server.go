@@ -160,23 +160,33 @@ func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *re
 		return nil, status.Errorf(codes.InvalidArgument, "%s service cannot serve type %q", t.Short, url)
 	}
 	snap := s.cache.Snapshot(s.cache.GroupOf(keptNode(req.GetNode())))
-	return s.current(snap, t, req.GetResourceNames()), nil
+	resp, _ := s.current(snap, t, req.GetResourceNames(), wrapsTTL(req.GetNode()))
+	return resp, nil
 }
 
 // current builds the SotW response for a one-shot subscription to names of
 // type t (REST and Fetch): every subscribed resource that exists, with the
-// set's version.
-func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string) *discovery.DiscoveryResponse {
+// set's version. With wrap (a client that accepts Resource wrappers, L3),
+// a resource with a TTL goes in a wrapper that carries it; ttl is then the
+// shortest TTL in the response, zero if none.
+func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string, wrap bool) (resp *discovery.DiscoveryResponse, ttl time.Duration) {
 	ts := newTypeState(t, false)
 	ts.setNames(names)
 	w := ts.evaluate(snap)
 	items := slices.SortedFunc(slices.Values(w.upserts), compareItems) // a copy: the upserts may be shared
-	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
+	resp = &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
 	var xor uint64
 	for _, it := range items {
-		resp.Resources = append(resp.Resources, it.res.Body)
+		body := it.res.Body
+		if wrap && it.res.TTL > 0 {
+			body = ttlWrapper(it.res)
+			if ttl == 0 || it.res.TTL < ttl {
+				ttl = it.res.TTL
+			}
+		}
+		resp.Resources = append(resp.Resources, body)
 		xor ^= it.res.Hash()
 	}
 	resp.VersionInfo = resource.SetVersion(xor)
-	return resp
+	return resp, ttl
 }

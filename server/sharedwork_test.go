@@ -295,8 +295,8 @@ func TestCurrentLeavesSharedUpsertsAlone(t *testing.T) {
 	for range 4 {
 		wg.Go(func() {
 			for range 10 {
-				s.current(snap, cdsType, nil)
-				s.current(snap, cdsType, names)
+				s.current(snap, cdsType, nil, false)
+				s.current(snap, cdsType, names, false)
 			}
 		})
 	}

@@ -325,20 +325,14 @@ func (st *stream) startFrom(r *requestNode) {
 	}
 }
 
-// startEncoded is start for node, the encoding of a node without its
-// extensions, which the stream keeps, and msg, node decoded, which it does
-// not: thousands of streams keep a few hundred bytes each rather than a
-// decoded node of some dozens of allocations.
-func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
-	if st.watcher != nil {
-		return
-	}
-	st.node, st.nodeID = node, msg.GetId()
-	short, ttl := false, false
-	for _, f := range msg.GetClientFeatures() {
+// wrapsTTL reports whether node's client takes TTL resources in SotW, in
+// Resource wrappers (L3).
+func wrapsTTL(node *corev3.Node) bool {
+	long, short, ttl := false, false, false
+	for _, f := range node.GetClientFeatures() {
 		switch f {
 		case clientFeatureResourceInSotw:
-			st.wrapTTL = true
+			long = true
 		case clientFeatureResourceInSotwShort:
 			short = true
 		case clientFeatureResourceTTL:
@@ -348,7 +342,19 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 	// gRPC's clients send the short spelling and unwrap wrappers, but take
 	// a heartbeat (a wrapper without a resource) for a malformed resource:
 	// TTLs go to them only with the TTL feature as well.
-	st.wrapTTL = st.wrapTTL || (short && ttl)
+	return long || (short && ttl)
+}
+
+// startEncoded is start for node, the encoding of a node without its
+// extensions, which the stream keeps, and msg, node decoded, which it does
+// not: thousands of streams keep a few hundred bytes each rather than a
+// decoded node of some dozens of allocations.
+func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
+	if st.watcher != nil {
+		return
+	}
+	st.node, st.nodeID = node, msg.GetId()
+	st.wrapTTL = wrapsTTL(msg)
 	st.log = nil // made again with the node
 	st.status.setNode(node)
 	st.watcher = st.srv.cache.WatchEncoded(node, st.waker.wake)
