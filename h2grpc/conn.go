@@ -48,6 +48,10 @@ type conn struct {
 	pr   *pooledReader // r, if it is one (a socket, on Unix), else nil
 	peer *peer.Peer
 
+	// assembling counts the bytes of the buffers its streams assemble
+	// messages in (see maxAssembling); changed under each stream's rmu.
+	assembling atomic.Int64
+
 	// Read side, serve's only.
 	recvWin     int32 // what the client may still send on the connection
 	recvUnacked int32 // received and not yet credited back

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/net/http2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // discardWriter takes whatever the server writes (its WINDOW_UPDATEs).
@@ -145,7 +147,7 @@ func TestEmptyMessagesFillTheQueue(t *testing.T) {
 // sending such prefixes on 100 streams reserved 400 MB); the message,
 // grown as they do, is received whole.
 func TestMessageBufferGrowsAsItsBytesCome(t *testing.T) {
-	_, st := queueingConn(1 << 30)
+	c, st := queueingConn(1 << 30)
 	defer st.cancel()
 	const size = 1 << 20
 	msg := make([]byte, size)
@@ -166,5 +168,27 @@ func TestMessageBufferGrowsAsItsBytesCome(t *testing.T) {
 	if len(st.queue) != 1 || !bytes.Equal(st.queue[0].ReadOnlyData(), msg) {
 		t.Fatalf("%d messages queued, want the one sent", len(st.queue))
 	}
+	if n := c.assembling.Load(); n != 0 {
+		t.Errorf("%d bytes counted as being assembled once the message is whole", n)
+	}
 	st.dropLocked()
+}
+
+// TestMessagesBeingAssembledBounded: a message that would take the
+// connection's messages being assembled past maxAssembling fails its
+// stream with ResourceExhausted, and gives back what it held.
+func TestMessagesBeingAssembledBounded(t *testing.T) {
+	c, st := queueingConn(1 << 30)
+	defer st.cancel()
+	c.assembling.Store(maxAssembling - 100<<10) // other streams' messages
+	st.rmu.Lock()
+	defer st.rmu.Unlock()
+	st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, 1<<20))
+	st.assembleLocked(make([]byte, 200<<10))
+	if status.Code(st.rerr) != codes.ResourceExhausted {
+		t.Fatalf("stream error %v, want ResourceExhausted", st.rerr)
+	}
+	if n := c.assembling.Load(); n != maxAssembling-100<<10 {
+		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, maxAssembling-100<<10)
+	}
 }

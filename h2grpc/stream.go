@@ -247,6 +247,7 @@ func (st *stream) assembleLocked(data []byte) {
 			// A buffer for the first part only: a prefix that claims
 			// megabytes reserves nothing until they come.
 			st.msg, st.msgN, st.msgSize = allocMsg(min(size, msgFirstPart)), 0, size
+			st.c.assembling.Add(int64(len(*st.msg)))
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
 				st.queued += queueCost(0)
@@ -254,8 +255,10 @@ func (st *stream) assembleLocked(data []byte) {
 				continue
 			}
 		}
-		if want := min(st.msgN+len(data), st.msgSize); want > len(*st.msg) {
-			st.growMsgLocked(want)
+		if want := min(st.msgN+len(data), st.msgSize); want > len(*st.msg) && !st.growMsgLocked(want) {
+			st.freeMsgLocked()
+			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d MiB of messages being received on the connection", maxAssembling>>20)
+			return
 		}
 		k := copy((*st.msg)[st.msgN:], data)
 		st.msgN += k
@@ -266,6 +269,7 @@ func (st *stream) assembleLocked(data []byte) {
 			} else if !tried && st.queueShrunkLocked(*st.msg) {
 				st.freeMsgLocked()
 			} else {
+				st.c.assembling.Add(-int64(len(*st.msg))) // the queue's now: see queued
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
 				st.queued += queueCost(st.msgN)
 			}
@@ -628,22 +632,38 @@ func (st *stream) dropLocked() {
 // held.
 func (st *stream) freeMsgLocked() {
 	if st.msg != nil {
+		st.c.assembling.Add(-int64(len(*st.msg)))
 		freeMsg(st.msg)
 		st.msg = nil
 	}
 }
+
+// maxAssembling bounds the bytes of the messages the streams of a
+// connection are assembling: each stream's is bounded by MaxRecvMsgSize,
+// but a client could begin one on each of its streams and never end it. A
+// stream whose message would take the connection past it fails with
+// ResourceExhausted.
+const maxAssembling = 64 << 20
 
 // msgFirstPart is the most a message's buffer holds before its bytes come:
 // it grows, doubling, as they do.
 const msgFirstPart = 64 << 10
 
 // growMsgLocked makes the message's buffer hold at least n bytes, at most
-// its size. Call it with rmu held.
-func (st *stream) growMsgLocked(n int) {
-	b := allocMsg(min(st.msgSize, max(n, 2*len(*st.msg))))
+// its size, and reports whether it did: not if the connection's messages
+// being assembled would then pass maxAssembling. Call it with rmu held.
+func (st *stream) growMsgLocked(n int) bool {
+	size := min(st.msgSize, max(n, 2*len(*st.msg)))
+	more := int64(size - len(*st.msg))
+	if st.c.assembling.Add(more) > maxAssembling {
+		st.c.assembling.Add(-more)
+		return false
+	}
+	b := allocMsg(size)
 	copy(*b, (*st.msg)[:st.msgN])
 	freeMsg(st.msg)
 	st.msg = b
+	return true
 }
 
 // allocMsg returns a buffer of n bytes for a message: from msgBufs, unless
