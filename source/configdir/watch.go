@@ -232,7 +232,14 @@ func (w *watch) notice(nt notice) {
 		w.n.moved(nt) // a directory renamed: its parent's notice (or the root's below) walks again
 	}
 	if rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return // another name in the parent, watched for the directory's own
+		// Another name in the parent, watched for the directory's own;
+		// or the parent itself, which moved or went with the directory
+		// (and its watches, which moved dropped).
+		if rel == ".." && nt.op == opGone {
+			w.full, w.rewatch = true, true
+			w.schedule(w.quiet(time.Now()))
+		}
+		return
 	}
 	switch {
 	case rel == ".":
@@ -428,6 +435,7 @@ func (w *watch) load() time.Duration {
 	case problems != nil && w.loaded:
 		w.holdRejection(err)
 	default:
+		w.stopRejection() // this newer error is the one to report
 		w.reject(err)
 	}
 	return due

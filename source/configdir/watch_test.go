@@ -598,6 +598,34 @@ func TestWatchLinkedDirectorySwapped(t *testing.T) {
 	})
 }
 
+// TestWatchParentRenamedAwayAndBack: the directory's parent renamed away
+// takes the directory with it (reported once gone for RootRetry); renamed
+// back, the directory is loaded and watched again.
+func TestWatchParentRenamedAwayAndBack(t *testing.T) {
+	eachNotifier(t, func(t *testing.T) {
+		top := t.TempDir()
+		parent := filepath.Join(top, "p")
+		dir := filepath.Join(parent, "conf")
+		write(t, dir, "a.yaml", clusterYAML("a", 1))
+		w := startWatch(t, configdir.NewLoader(dir), dir)
+		w.result(t)
+		if err := os.Rename(parent, filepath.Join(top, "q")); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if _, err := w.next(t); err != nil {
+				break // gone, reported
+			}
+		}
+		if err := os.Rename(filepath.Join(top, "q"), parent); err != nil {
+			t.Fatal(err)
+		}
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}))
+		write(t, dir, "a.yaml", clusterYAML("a", 2)) // watched again
+		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 2)}))
+	})
+}
+
 // TestWatchRescan: a file linked from outside the directory, rewritten
 // where it is, brings no event; Rescan has it read.
 func TestWatchRescan(t *testing.T) {
