@@ -76,9 +76,11 @@ func (p *workers) submit(fn func()) {
 }
 
 // checkStall starts workers if tasks wait and none finished since seen:
-// as many as wait, up to size at a time, since each busy worker may be
-// stuck on a client for good (a send waiting for window the client never
-// gives), and the tasks behind them would otherwise wait workStall each.
+// as many as wait, up to as many as run (at least size), so that the
+// workers double at each stall. Each busy worker may be stuck on a client
+// for good (a send waiting for window the client never gives), and
+// thousands of such streams, woken by one publication, would otherwise
+// hold the tasks behind them for thousands of stalls.
 func (p *workers) checkStall(seen uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -87,7 +89,7 @@ func (p *workers) checkStall(seen uint64) {
 		return
 	}
 	if p.finished == seen && p.idle == p.wakeups {
-		for range min(len(p.queue), p.size) {
+		for range min(len(p.queue), max(p.size, p.running)) {
 			p.startLocked()
 		}
 	}

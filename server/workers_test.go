@@ -30,9 +30,10 @@ func TestWorkersStuckTasksDelayNobody(t *testing.T) {
 	}
 }
 
-// A stall starts as many workers as tasks wait, up to size, not one: each
-// busy worker may be stuck for good, and one worker per workStall would
-// leave the last of a thousand waiting tasks seconds behind.
+// A stall starts as many workers as tasks wait, up to as many as run, not
+// one: each busy worker may be stuck for good, and one worker (or a fixed
+// number) per workStall would leave the last of thousands of waiting
+// tasks seconds behind.
 func TestWorkersStallStartsSeveral(t *testing.T) {
 	var p workers
 	p.attach()
@@ -52,6 +53,16 @@ func TestWorkersStallStartsSeveral(t *testing.T) {
 	p.mu.Unlock()
 	if running < 2*size {
 		t.Errorf("after one stall: %d workers, want at least %d", running, 2*size)
+	}
+	p.mu.Lock()
+	seen = p.finished
+	p.mu.Unlock()
+	p.checkStall(seen) // the workers double
+	p.mu.Lock()
+	running = p.running
+	p.mu.Unlock()
+	if running < 4*size {
+		t.Errorf("after two stalls: %d workers, want at least %d", running, 4*size)
 	}
 	close(release)
 	p.detach()
