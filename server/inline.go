@@ -207,7 +207,7 @@ func (st *stream) ackInline(node []byte, acks func(*typeState) bool) bool {
 	if !st.mu.TryLock() {
 		return false
 	}
-	defer st.unlockWaking()
+	defer st.mu.Unlock()
 	if st.failed != nil || st.closed || st.watcher == nil {
 		return false // not started: the first request sets the node
 	}

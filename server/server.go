@@ -118,6 +118,7 @@ func (s *Server) newStream(delta bool, only *resource.Type) *stream {
 		status: s.status.add(variant),
 	}
 	st.waker.pool = &s.workers
+	st.turnEnded.L = &st.gate
 	s.workers.attach()
 	return st
 }

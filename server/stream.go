@@ -42,11 +42,21 @@ type stream struct {
 	delta bool           // read-only
 	only  *resource.Type // read-only: the type of a per-type service; nil for ADS
 	waker waker
-	// wakePending is set by a wake-up that found mu taken: the turn in
-	// progress may be blocked in a send to a client that gives no window
-	// or does not read, and a worker must not wait for it. Whoever
-	// releases mu next takes the turn asked for (see takePending).
-	wakePending atomic.Bool
+	// gate says whether a turn is running (busy), so that a wake-up that
+	// comes meanwhile leaves its turn to the running one (pending) rather
+	// than wait for it on a worker: the turn may be blocked in a send to a
+	// client that gives no window or does not read. The handler's turn
+	// waits for a running one on turnEnded. gate is never held across a
+	// turn; a turn takes mu after it has made itself busy.
+	gate      sync.Mutex
+	turnEnded sync.Cond // on gate
+	busy      bool      // guarded by gate
+	pending   bool      // guarded by gate
+	// handlerWaits is set while the handler waits for a turn to end; the
+	// turn then leaves what a wake-up asked for to the handler's turn,
+	// which does all a wake-up's does, so that a stream woken without end
+	// still handles its requests. Guarded by gate.
+	handlerWaits bool
 
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
@@ -113,42 +123,45 @@ func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error
 	}
 }
 
-// wakeUp takes a turn for a publication or a timer, now if the stream's
-// lock is free, or else after the turn that holds it, on its goroutine.
+// wakeUp takes a turn for a publication or a timer, or, if a turn is
+// running, leaves it to that one to take another when it ends.
 func (st *stream) wakeUp() {
-	st.wakePending.Store(true)
-	st.takePending()
+	st.gate.Lock()
+	if st.busy {
+		st.pending = true
+		st.gate.Unlock()
+		return
+	}
+	st.busy = true
+	st.gate.Unlock()
+	st.mu.Lock()
+	_ = st.turnLocked(nil) // a failure is kept in st.failed
+	st.endTurn()
 }
 
-// takePending takes the turn a wake-up asked for, if any, unless another
-// goroutine holds the lock: that one takes it after releasing the lock.
-// A wake-up sets wakePending before it tries the lock, and a turn looks at
-// wakePending after releasing it, so no wake-up is lost between the two.
-func (st *stream) takePending() {
-	for st.wakePending.Load() && st.mu.TryLock() {
-		if st.wakePending.Swap(false) {
-			_ = st.turnLocked(nil) // a failure is kept in st.failed
+// endTurn ends a turn, whose goroutine holds mu and made the stream busy:
+// it first takes the turns wake-ups asked for meanwhile.
+func (st *stream) endTurn() {
+	for {
+		st.gate.Lock()
+		if !st.pending || st.handlerWaits {
+			st.busy, st.pending = false, false
+			st.turnEnded.Signal() // the handler, if it waits
+			st.gate.Unlock()
+			st.mu.Unlock()
+			return
 		}
-		st.mu.Unlock()
+		st.pending = false
+		st.gate.Unlock()
+		_ = st.turnLocked(nil)
 	}
 }
 
 // failure returns the error a turn met, if any.
 func (st *stream) failure() error {
 	st.mu.Lock()
-	defer st.unlockWaking()
+	defer st.mu.Unlock()
 	return st.failed
-}
-
-// unlockWaking releases st.mu, held for something other than a turn, and
-// has a worker take the turn a wake-up asked for meanwhile, if any: the
-// holder may be a goroutine that must not take turns itself (a connection's
-// reader, which a send waiting for window would deadlock).
-func (st *stream) unlockWaking() {
-	st.mu.Unlock()
-	if st.wakePending.Load() {
-		st.waker.wake()
-	}
 }
 
 // turn handles one event under the stream's lock: it runs handle (if any),
@@ -156,10 +169,16 @@ func (st *stream) unlockWaking() {
 // heartbeats that are due, then pushes what the state calls for. An error
 // fails the stream for good.
 func (st *stream) turn(handle func() error) error {
+	st.gate.Lock()
+	for st.busy {
+		st.handlerWaits = true
+		st.turnEnded.Wait()
+	}
+	st.busy, st.handlerWaits = true, false
+	st.gate.Unlock()
 	st.mu.Lock()
 	err := st.turnLocked(handle)
-	st.mu.Unlock()
-	st.takePending()
+	st.endTurn()
 	return err
 }
 
