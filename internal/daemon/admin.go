@@ -128,7 +128,8 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 
 // handleConfigDump shows what a node is served: ?node=ID picks the node
 // (the node of a connected stream with that id, or a node with just that
-// id); every resource of its group, by type, in canonical JSON.
+// id); every resource of its group, by type, in JSON with the proto field
+// names (snake_case), as Envoy's own /config_dump and xdsctl get print them.
 func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("node")
 	node := &corev3.Node{Id: id}
@@ -142,7 +143,7 @@ func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
 	out := map[string][]json.RawMessage{}
 	for _, t := range resource.Types() {
 		for _, res := range snap.Resources(t) {
-			b, err := protojson.Marshal(res.Body)
+			b, err := dumpJSON.Marshal(res.Body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return
@@ -152,6 +153,9 @@ func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, map[string]any{"node": id, "resources": out})
 }
+
+// dumpJSON writes resources with their proto field names.
+var dumpJSON = protojson.MarshalOptions{UseProtoNames: true}
 
 func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -496,7 +496,7 @@ func TestDump(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("dump: exit %d, stderr %s", code, errs)
 	}
-	for _, want := range []string{"node: n1\n", "resources:\n", "  cds:\n", "  eds:\n", "  lds:\n", "  rds:\n", "name: hello", "clusterName: hello"} {
+	for _, want := range []string{"node: n1\n", "resources:\n", "  cds:\n", "  eds:\n", "  lds:\n", "  rds:\n", "name: hello", "cluster_name: hello"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dump lacks %q:\n%s", want, out)
 		}
