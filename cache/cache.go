@@ -20,12 +20,20 @@ func DefaultGroup(*corev3.Node) string { return "" }
 // BuildFunc builds the snapshot of a group that has none yet, when a node
 // of that group first appears. It returns nil if it cannot. It runs with
 // the cache's lock held, so it must not call the cache, and every
-// publication waits for it.
+// publication waits for it. With a builder set, the cache forgets a group
+// (other than "") once no node uses it, the snapshot published for it
+// included: the builder builds it again when a node of the group comes
+// back, so it must build the group's current configuration.
 type BuildFunc func(group string) *Snapshot
 
 // Cache holds one snapshot per node group and the watchers of each group.
+//
+// Locking: pub orders publications (SetSnapshot, Update) and is taken
+// before mu, which guards the fields below it; Update calls its function
+// with pub held and mu not.
 type Cache struct {
-	mu      sync.Mutex // guards the fields below
+	pub     sync.Mutex
+	mu      sync.Mutex
 	groupOf GroupFunc  // nil: DefaultGroup, without looking at nodes
 	build   BuildFunc  // nil: groups get snapshots only from SetSnapshot
 	groups  map[string]*group
@@ -76,10 +84,11 @@ func decodeNode(raw []byte) *corev3.Node {
 
 // SetGrouping replaces the node → group function and the builder of
 // missing group snapshots, then moves every watcher whose node now belongs
-// to another group there (a moved stream re-evaluates everything), and
-// forgets groups that no watcher uses. Call it when the rules that decide
-// groups change; a nil groupOf means DefaultGroup, without a look at the
-// nodes (those of WatchEncoded are then not decoded).
+// to another group there (a moved stream re-evaluates everything). With a
+// builder, it forgets the groups that no watcher uses (see BuildFunc);
+// without one, every published snapshot is kept. Call it when the rules
+// that decide groups change; a nil groupOf means DefaultGroup, without a
+// look at the nodes (those of WatchEncoded are then not decoded).
 func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -101,10 +110,17 @@ func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 		}
 	}
 	for name, g := range c.groups {
-		if len(g.watchers) == 0 && name != "" {
+		if c.forgettableLocked(name, g) {
 			delete(c.groups, name)
 		}
 	}
+}
+
+// forgettableLocked says whether group g, named name, may be forgotten:
+// no watcher uses it, and it has no snapshot or the builder can build it
+// again.
+func (c *Cache) forgettableLocked(name string, g *group) bool {
+	return len(g.watchers) == 0 && name != "" && (g.snap == nil || c.build != nil)
 }
 
 // groupLocked returns the named group, creating it.
@@ -133,10 +149,46 @@ func (c *Cache) builtGroupLocked(name string) *group {
 	return g
 }
 
-// SetSnapshot publishes s to every node of the group, atomically: a stream
-// sees either the old snapshot or s, never a mix. It wakes only watchers of
-// that group and never blocks on them. It returns what changed.
+// SetSnapshot publishes s to every node of the group: each stream
+// evaluates its types against s as a whole, never against part of s and
+// part of an older snapshot. On ADS a change still reaches the client in
+// several responses, in the order of make-before-break (see the server
+// package): updates first, type by type, then removals, so a SotW
+// Listener or Cluster response may still list resources that s removed,
+// until the response that removes them. It wakes only watchers of that
+// group and never blocks on them. It returns what changed.
+//
+// A nil s forgets the group's snapshot: its streams keep what they were
+// sent and are sent nothing more until a snapshot is set again. A stream
+// whose group has no snapshot (and no builder to make one) waits for one,
+// unanswered. To change a few resources of the current snapshot from
+// several goroutines, use Update, which orders read and write.
 func (c *Cache) SetSnapshot(groupName string, s *Snapshot) Changes {
+	c.pub.Lock()
+	defer c.pub.Unlock()
+	return c.setSnapshot(groupName, s)
+}
+
+// Update publishes f's snapshot made from the group's current one (nil if
+// it has none), as SetSnapshot does; f runs while no other SetSnapshot or
+// Update of the cache can, so that changes made from several goroutines
+// are none of them lost. If f returns an error, nothing is published and
+// Update returns it. f must not call SetSnapshot or Update.
+//
+//	c.Update("", func(cur *cache.Snapshot) (*cache.Snapshot, error) {
+//		return cur.With(cluster) // or cur.Without(t, names...), nil
+//	})
+func (c *Cache) Update(groupName string, f func(current *Snapshot) (*Snapshot, error)) (Changes, error) {
+	c.pub.Lock()
+	defer c.pub.Unlock()
+	next, err := f(c.Snapshot(groupName))
+	if err != nil {
+		return nil, err
+	}
+	return c.setSnapshot(groupName, next), nil
+}
+
+func (c *Cache) setSnapshot(groupName string, s *Snapshot) Changes {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g := c.groupLocked(groupName)
@@ -240,7 +292,7 @@ func (c *Cache) unwatch(w *Watcher) {
 	defer c.mu.Unlock()
 	if g := c.groups[w.group]; g != nil {
 		delete(g.watchers, w)
-		if len(g.watchers) == 0 && (g.snap == nil || c.build != nil) && w.group != "" {
+		if c.forgettableLocked(w.group, g) {
 			delete(c.groups, w.group) // rebuilt on demand
 		}
 	}

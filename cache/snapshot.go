@@ -38,6 +38,11 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) { return NewSnapsh
 // replacements, not built anew. So publishing a change to a few of many
 // resources costs a copy of one type's index rather than a rebuild.
 func NewSnapshotFrom(prev *Snapshot, rs ...*resource.Resource) (*Snapshot, error) {
+	for i, r := range rs {
+		if r == nil || r.Type == nil || r.Body == nil {
+			return nil, fmt.Errorf("resource #%d: not made by resource.New", i+1)
+		}
+	}
 	lists := splitByType(rs)
 	s := &Snapshot{types: make(map[*resource.Type]*typeSet, len(lists))}
 	add := func(t *resource.Type, list []*resource.Resource) error {
@@ -135,6 +140,85 @@ func newTypeSet(old *typeSet, list []*resource.Resource) (*typeSet, error) {
 		slices.SortFunc(ts.sorted, byName)
 	}
 	return ts, nil
+}
+
+// With returns a snapshot of s's resources and rs, where each of rs adds
+// a resource or replaces s's of the same type and name. s may be nil.
+func (s *Snapshot) With(rs ...*resource.Resource) (*Snapshot, error) {
+	type key struct {
+		t    *resource.Type
+		name string
+	}
+	repl := make(map[key]*resource.Resource, len(rs))
+	for _, r := range rs {
+		if r == nil || r.Type == nil {
+			return nil, fmt.Errorf("With: a resource not made by resource.New")
+		}
+		repl[key{r.Type, r.Name}] = r
+	}
+	all := s.All()
+	for i, r := range all {
+		if n, ok := repl[key{r.Type, r.Name}]; ok {
+			all[i] = n // in place, so the type's index is derived from s's
+			delete(repl, key{r.Type, r.Name})
+		}
+	}
+	for _, r := range rs {
+		if repl[key{r.Type, r.Name}] == r {
+			all = append(all, r)
+		}
+	}
+	return NewSnapshotFrom(s, all...)
+}
+
+// Without returns a snapshot of s's resources but those of type t named
+// names. s may be nil.
+func (s *Snapshot) Without(t *resource.Type, names ...string) *Snapshot {
+	drop := make(map[string]bool, len(names))
+	for _, n := range names {
+		drop[n] = true
+	}
+	all := s.All()
+	kept := all[:0]
+	for _, r := range all {
+		if r.Type != t || !drop[r.Name] {
+			kept = append(kept, r)
+		}
+	}
+	next, err := NewSnapshotFrom(s, kept...)
+	if err != nil {
+		panic(err) // a subset of a snapshot's resources is a valid snapshot
+	}
+	return next
+}
+
+// All returns every resource of s, type by type, each type's sorted by
+// name, in a new slice. A nil s has none.
+func (s *Snapshot) All() []*resource.Resource {
+	if s == nil {
+		return nil
+	}
+	n := 0
+	for _, ts := range s.types {
+		n += len(ts.sorted)
+	}
+	out := make([]*resource.Resource, 0, n)
+	seen := make(map[*resource.Type]bool, len(s.types))
+	for _, t := range resource.Types() {
+		seen[t] = true
+		out = append(out, s.Resources(t)...)
+	}
+	var others []*resource.Type
+	for t := range s.types {
+		if !seen[t] {
+			others = append(others, t)
+		}
+	}
+	slices.SortFunc(others, func(a, b *resource.Type) int { return strings.Compare(a.URL, b.URL) })
+	for _, t := range others {
+		out = append(out, s.Resources(t)...)
+	}
+	return out
 }
 
 // MustSnapshot is NewSnapshot that panics on error, for tests and examples.

@@ -63,8 +63,13 @@ func WithName(name string) Option { return func(r *Resource) { r.Name = name } }
 var ErrUnknownType = errors.New("not an xDS resource type xdsd serves")
 
 // New validates m, encodes it deterministically and returns the Resource.
-// Errors name the type and resource.
+// Errors name the type and resource. The Resource keeps m as its Message:
+// do not modify m afterwards (the Body would no longer be its encoding);
+// to change a resource, make a new one from a new message or a clone.
 func New(m proto.Message, opts ...Option) (*Resource, error) {
+	if m == nil {
+		return nil, errors.New("resource.New: no message")
+	}
 	url := typePrefix + string(m.ProtoReflect().Descriptor().FullName())
 	t := Lookup(url)
 	if t == nil {
