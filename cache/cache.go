@@ -34,8 +34,8 @@ type BuildFunc func(group string) *Snapshot
 type Cache struct {
 	pub     sync.Mutex
 	mu      sync.Mutex
-	groupOf GroupFunc  // nil: DefaultGroup, without looking at nodes
-	build   BuildFunc  // nil: groups get snapshots only from SetSnapshot
+	groupOf GroupFunc // nil: DefaultGroup, without looking at nodes
+	build   BuildFunc // nil: groups get snapshots only from SetSnapshot
 	groups  map[string]*group
 }
 
