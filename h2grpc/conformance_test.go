@@ -190,9 +190,10 @@ func TestOneRSTStreamPerReset(t *testing.T) {
 }
 
 // dialFramer opens a connection to addr, closed when the test ends, and
-// starts HTTP/2 on it; it returns the connection and a framer on it that
-// writes frames as told, legal or not, and reads header blocks whole.
-func dialFramer(t *testing.T, addr string) (net.Conn, *http2.Framer) {
+// starts HTTP/2 on it with settings; it returns the connection and a
+// framer on it that writes frames as told, legal or not, and reads header
+// blocks whole.
+func dialFramer(t *testing.T, addr string, settings ...http2.Setting) (net.Conn, *http2.Framer) {
 	t.Helper()
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -204,8 +205,23 @@ func dialFramer(t *testing.T, addr string) (net.Conn, *http2.Framer) {
 	fr.AllowIllegalWrites = true
 	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
 	nc.Write([]byte(http2.ClientPreface))
-	fr.WriteSettings()
+	fr.WriteSettings(settings...)
 	return nc, fr
+}
+
+// serverSetting reads frames until the server's SETTINGS and returns the
+// value it gives setting id, and whether it gives one.
+func serverSetting(t *testing.T, fr *http2.Framer, id http2.SettingID) (v uint32, ok bool) {
+	t.Helper()
+	readFrames(t, fr, "the server's SETTINGS", func(f http2.Frame) bool {
+		sf, isSettings := f.(*http2.SettingsFrame)
+		if !isSettings || sf.IsAck() {
+			return false
+		}
+		v, ok = sf.Value(id)
+		return true
+	})
+	return v, ok
 }
 
 // emptyMessage is a gRPC message of no bytes, as a DATA payload.
@@ -308,14 +324,7 @@ func pingAnswer(f http2.Frame) bool {
 func TestDefaultMaxConcurrentStreams(t *testing.T) {
 	_, _, addr := start(t, h2grpc.Options{})
 	_, fr := dialFramer(t, addr)
-	readFrames(t, fr, "the server's SETTINGS", func(f http2.Frame) bool {
-		sf, ok := f.(*http2.SettingsFrame)
-		if !ok || sf.IsAck() {
-			return false
-		}
-		if v, ok := sf.Value(http2.SettingMaxConcurrentStreams); !ok || v != 1000 {
-			t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS %d (set %v), want 1000", v, ok)
-		}
-		return true
-	})
+	if v, ok := serverSetting(t, fr, http2.SettingMaxConcurrentStreams); !ok || v != 1000 {
+		t.Errorf("SETTINGS_MAX_CONCURRENT_STREAMS %d (set %v), want 1000", v, ok)
+	}
 }

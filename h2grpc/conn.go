@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
@@ -35,10 +36,12 @@ var errConnClosed = status.Error(codes.Unavailable, "h2grpc: connection closed")
 //
 // Locking: wmu serialises writes to the socket and guards the send side:
 // wbuf, the send windows (the connection's and every stream's), maxFrame,
-// werr, the held answer to a bandwidth probe (ack*) and each stream's send
-// state; wcond (on wmu) wakes senders waiting for window. mu guards the
-// fields below it (streams, last, lastID, opening, goingAway, closed). A
-// goroutine holding mu never takes wmu.
+// werr, the held answer to a bandwidth probe (ack*), connWaiters and each
+// stream's send state. A sender waiting for window waits on its stream's
+// wcond (on wmu), which only what concerns that stream wakes: see
+// stream.waitWindowLocked. mu guards the fields below it (streams, last,
+// lastID, opening, goingAway, closed). A goroutine holding mu never takes
+// wmu; one holding wmu may take mu.
 type conn struct {
 	srv  *Server
 	raw  net.Conn      // the accepted connection; closing it ends everything
@@ -55,7 +58,8 @@ type conn struct {
 	// Read side, serve's only.
 	recvWin     int32 // what the client may still send on the connection
 	recvUnacked int32 // received and not yet credited back
-	headerOpen  bool  // a header block is open: only CONTINUATION may follow
+	hb          headerBlock
+	hdec        *hpack.Decoder // decodes header blocks into hb
 	handlers    sync.WaitGroup
 	lastPing    time.Time // see checkPing
 	pingStrikes int
@@ -65,7 +69,6 @@ type conn struct {
 	ka            connAlive // the keepalive check's: see keepalive.go
 
 	wmu       sync.Mutex
-	wcond     sync.Cond
 	wbuf      []byte  // frames not yet written: see bufLocked
 	wbufp     *[]byte // wbuf's handle in writeBufs
 	sendWin   int64   // the connection's send window
@@ -75,6 +78,11 @@ type conn struct {
 	ready     bool    // the handshake is done: frames may be written
 	ackHeld   bool    // a bandwidth probe's PING waits to be answered: see holdProbeAckLocked
 	ackSweeps uint64  // the sweeps of held answers begun before it was held
+	// connWaiters are the streams whose senders wait for the connection's
+	// send window, first come first; an entry whose stream no longer
+	// waits for it (waitFor) is skipped. See wakeConnLocked.
+	connWaiters []*stream
+	wakes       uint64 // senders woken while they waited for window (stream.wakeLocked), for tests
 
 	mu        sync.Mutex
 	streams   map[uint32]*stream
@@ -88,7 +96,6 @@ type conn struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{srv: s, raw: nc, sendWin: 65535, initWin: 65535, maxFrame: 16384,
 		streams: make(map[uint32]*stream)}
-	c.wcond.L = &c.wmu
 	return c
 }
 
@@ -122,7 +129,7 @@ func (c *conn) handshake() error {
 		}
 		cs := tc.ConnectionState()
 		if p := cs.NegotiatedProtocol; p != "" && p != "h2" {
-			return errors.New("h2grpc: client negotiated " + p + ", not h2")
+			return fmt.Errorf("%w: %q", errNotH2, p)
 		}
 		auth = credentials.TLSInfo{State: cs, CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.PrivacyAndIntegrity}}
 		nc = tc
@@ -135,7 +142,7 @@ func (c *conn) handshake() error {
 		return err
 	}
 	if string(preface[:]) != http2.ClientPreface {
-		return errors.New("h2grpc: not an HTTP/2 client preface")
+		return errNotPreface
 	}
 	_ = c.raw.SetDeadline(time.Time{})
 	if c.pr != nil {
@@ -144,8 +151,7 @@ func (c *conn) handshake() error {
 	c.fr = http2.NewFramer(io.Discard, c.r)
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
-	c.fr.MaxHeaderListSize = maxHeaderListSize
-	c.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	c.hdec = c.newHeaderDecoder()
 	c.recvWin = 65535
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -196,15 +202,16 @@ func (c *conn) readLoop() error {
 			err = c.readData(fh)
 		case http2.FrameWindowUpdate:
 			err = c.readWindowUpdate(fh)
+		case http2.FrameHeaders, http2.FrameContinuation:
+			if fh.Type == http2.FrameHeaders && fh.Length < headersMin(fh.Flags) {
+				return http2.ConnectionError(http2.ErrCodeFrameSize) // RFC 9113 §4.2; the framer's error says nothing of it
+			}
+			var f http2.Frame
+			f, err = c.fr.ReadFrameForHeader(fh)
+			err = c.onHeaderFrame(fh, f, err)
 		default:
 			var f http2.Frame
 			f, err = c.fr.ReadFrameForHeader(fh)
-			// A header block the framer did not read whole (a HEADERS frame
-			// refused as a stream error before its CONTINUATION frames)
-			// stays open: the next frame must continue it.
-			_, whole := f.(*http2.MetaHeadersFrame)
-			c.headerOpen = (fh.Type == http2.FrameHeaders || fh.Type == http2.FrameContinuation) &&
-				!fh.Flags.Has(http2.FlagHeadersEndHeaders) && !whole
 			if err == nil {
 				err = c.handle(f)
 			}
@@ -213,6 +220,19 @@ func (c *conn) readLoop() error {
 			return err
 		}
 	}
+}
+
+// headersMin is the length a HEADERS frame with flags has at least: its
+// pad length and stream dependency fields, if flags say it has them.
+func headersMin(flags http2.Flags) uint32 {
+	n := uint32(0)
+	if flags.Has(http2.FlagHeadersPadded) {
+		n++
+	}
+	if flags.Has(http2.FlagHeadersPriority) {
+		n += 5
+	}
+	return n
 }
 
 // streamFailed resets the stream of a stream error and reports nil; any
@@ -314,13 +334,15 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		for _, st := range c.streams {
 			st.sendWin += delta
 			overflow = overflow || st.sendWin > 1<<31-1
+			if st.sendWin > 0 && st.waitFor == waitStream {
+				st.wakeLocked()
+			}
 		}
 		c.mu.Unlock()
 		if overflow { // RFC 9113 6.9.2
 			return http2.ConnectionError(http2.ErrCodeFlowControl)
 		}
 	}
-	c.wcond.Broadcast()
 	c.wbuf = appendFrameHeader(c.bufLocked(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
 	return c.flushLocked()
 }
@@ -377,8 +399,70 @@ func (c *conn) onWindowUpdate(id, inc uint32) error {
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeFlowControl}
 	}
-	c.wcond.Broadcast()
+	if st == nil {
+		c.wakeConnLocked()
+	} else if st.sendWin > 0 && st.waitFor == waitStream {
+		st.wakeLocked() // its sender alone: a client crediting one stream wakes no other
+	}
 	return nil
+}
+
+// wakeConnLocked wakes the first sender waiting for the connection's send
+// window, if it has room. Only one: a client crediting the connection a
+// byte at a time, with a thousand senders waiting, would otherwise have
+// each WINDOW_UPDATE wake them all, to find room for one. The sender woken
+// calls it again once it is done with the window (when it waits for its
+// stream's window, or its send ends, however it ends), so that room it
+// leaves goes to the next in line; one that finds no room left gets back
+// in line. Call it with wmu held.
+func (c *conn) wakeConnLocked() {
+	for c.sendWin > 0 && len(c.connWaiters) > 0 {
+		st := c.connWaiters[0]
+		c.connWaiters[0] = nil
+		c.connWaiters = c.connWaiters[1:]
+		st.inLine = false
+		if st.waitFor == waitConn && !st.done {
+			st.wakeLocked()
+			return
+		}
+	}
+	if len(c.connWaiters) == 0 {
+		c.connWaiters = nil // the array is not kept
+	}
+}
+
+// lineUpLocked puts st, which has no entry, at the end of connWaiters.
+// Entries of streams that no longer wait for the connection's window are
+// dropped whenever the line's length reaches a power of two, so that a
+// client that never credits the connection, opening and resetting
+// streams whose senders wait, cannot grow it without bound: a stream has
+// one entry at most, so the line holds at most about twice the streams
+// that wait. Call it with wmu held.
+func (c *conn) lineUpLocked(st *stream) {
+	if n := len(c.connWaiters); n >= 32 && n&(n-1) == 0 {
+		kept := c.connWaiters[:0]
+		for _, w := range c.connWaiters {
+			if w.waitFor == waitConn && !w.done {
+				kept = append(kept, w)
+			} else {
+				w.inLine = false
+			}
+		}
+		clear(c.connWaiters[len(kept):])
+		c.connWaiters = kept
+	}
+	c.connWaiters = append(c.connWaiters, st)
+	st.inLine = true
+}
+
+// wakeAllLocked wakes every sender waiting for window: the connection has
+// failed (werr). Call it with wmu held.
+func (c *conn) wakeAllLocked() {
+	c.mu.Lock() // wmu then mu: see conn
+	for _, st := range c.streams {
+		st.wakeLocked()
+	}
+	c.mu.Unlock()
 }
 
 // idleStream reports whether stream id was never opened by the client: a
@@ -490,6 +574,11 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if refuse {
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
+	if f.Truncated { // its fields passed maxHeaderListSize: see onHeaderFrame
+		err := c.writeTrailersOnly(id, errHeadersTooLarge)
+		c.opened(nil)
+		return err
+	}
 	if malformed(f) {
 		c.resetStream(id, http2.ErrCodeProtocol) // before opened, which may close a draining connection
 		c.opened(nil)
@@ -512,6 +601,11 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	}()
 	return nil
 }
+
+// errHeadersTooLarge refuses a request whose header fields pass
+// maxHeaderListSize, which the server advertises (a gRPC client fails
+// such a call itself).
+var errHeadersTooLarge = status.Newf(codes.ResourceExhausted, "h2grpc: request header list larger than the server's SETTINGS_MAX_HEADER_LIST_SIZE (%d)", maxHeaderListSize)
 
 // opened ends the opening of a stream onHeaders accepted: st is served
 // from now on or, nil, was answered at once. A connection that sent GOAWAY
@@ -708,7 +802,7 @@ func (c *conn) flush(noWait bool) (bool, error) {
 		if err != nil {
 			c.srv.opts.Logger.Debug("h2grpc: write failed; closing the connection", "peer", c.raw.RemoteAddr().String(), "error", err)
 			c.werr = errConnClosed
-			c.wcond.Broadcast()
+			c.wakeAllLocked()
 			c.abort()
 			err = c.werr
 		}
@@ -817,12 +911,11 @@ func (c *conn) shutdown(err error) {
 		c.wmu.Unlock()
 	}
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
-		c.srv.opts.Logger.Debug("h2grpc: connection ends", "peer", c.raw.RemoteAddr().String(), "error", err)
+		c.logEnd(err)
 	}
 	c.raw.Close()
 	c.wmu.Lock()
-	c.werr = errConnClosed
-	c.wcond.Broadcast()
+	c.werr = errConnClosed // the streams' resets below wake their senders
 	c.wmu.Unlock()
 	c.mu.Lock()
 	c.closed = true

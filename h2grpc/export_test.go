@@ -66,3 +66,36 @@ func KeepaliveCounts(s *Server) (pings, aborts uint64) {
 // OnKeepalivePing has s call f after each keepalive ping's write. Call it
 // before Serve.
 func OnKeepalivePing(s *Server, f func()) { s.ka.sent = f }
+
+// SendWaits returns how many senders waiting for send window were woken
+// on s's open connections, and how many wait now.
+func SendWaits(s *Server) (woken uint64, waiting int) {
+	for _, c := range s.openConns() {
+		c.wmu.Lock()
+		woken += c.wakes
+		c.mu.Lock()
+		for _, st := range c.streams {
+			if st.waitFor != waitNone {
+				waiting++
+			}
+		}
+		c.mu.Unlock()
+		c.wmu.Unlock()
+	}
+	return woken, waiting
+}
+
+// ConnLine returns the entries of the lines of senders waiting for the
+// connection's window (connWaiters) on s's open connections.
+func ConnLine(s *Server) int {
+	n := 0
+	for _, c := range s.openConns() {
+		c.wmu.Lock()
+		n += len(c.connWaiters)
+		c.wmu.Unlock()
+	}
+	return n
+}
+
+// OpenConns returns how many connections s serves.
+func OpenConns(s *Server) int { return len(s.openConns()) }

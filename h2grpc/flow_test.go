@@ -22,7 +22,6 @@ func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func queueingConn(w int32) (*conn, *stream) {
 	c := &conn{recvWin: 1 << 20, ready: true, w: discardWriter{},
 		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}}}
-	c.wcond.L = &c.wmu
 	st := &stream{c: c, id: 1, recvWin: w, ready: make(chan struct{}, 1)}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	c.streams = map[uint32]*stream{1: st}
@@ -114,7 +113,7 @@ func TestHandleWholeNeeds(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			c, st := queueingConn(1 << 20)
 			defer st.cancel()
-			c.headerOpen = tc.headerOpen
+			c.hb.open = tc.headerOpen
 			if tc.msgLeft > 0 {
 				msg := make([]byte, tc.msgLeft)
 				st.msg, st.msgSize = &msg, tc.msgLeft
@@ -190,5 +189,36 @@ func TestMessagesBeingAssembledBounded(t *testing.T) {
 	}
 	if n := c.assembling.Load(); n != maxAssembling-100<<10 {
 		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, maxAssembling-100<<10)
+	}
+}
+
+// TestMessagesBeingAssembledCountCapacity: what counts against
+// maxAssembling is the capacity of the buffers messages are assembled in,
+// which the pool rounds up to a power of two: a message of 600 KiB, whole
+// but for a byte, holds 1 MiB, and gives it all back when dropped.
+func TestMessagesBeingAssembledCountCapacity(t *testing.T) {
+	const size = 600 << 10
+	for _, room := range []int64{800 << 10, 1 << 20} {
+		c, st := queueingConn(1 << 30)
+		base := maxAssembling - room // other streams' messages
+		c.assembling.Store(base)
+		st.rmu.Lock()
+		st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, size))
+		for sent := 0; sent < size-1 && st.rerr == nil; sent += 10_000 {
+			st.assembleLocked(make([]byte, min(10_000, size-1-sent)))
+		}
+		fits := room >= 1<<20
+		if (st.rerr == nil) != fits {
+			t.Errorf("room for %d KiB: stream error %v, want one %v", room>>10, st.rerr, !fits)
+		}
+		if n := c.assembling.Load(); fits && n != base+1<<20 {
+			t.Errorf("room for %d KiB: %d bytes counted as being assembled, want %d (the others' and 1 MiB)", room>>10, n, base+1<<20)
+		}
+		st.dropLocked()
+		if n := c.assembling.Load(); n != base {
+			t.Errorf("room for %d KiB: %d bytes counted once the message is dropped, want the others' %d", room>>10, n, base)
+		}
+		st.rmu.Unlock()
+		st.cancel()
 	}
 }

@@ -22,7 +22,7 @@ type frameHandler func(b []byte) (used, need int, err error)
 // reading its payload (too large, DATA on stream 0, any frame while a header
 // block is open), it leaves to readLoop.
 func (c *conn) handleWhole(b []byte) (int, int, error) {
-	if c.headerOpen {
+	if c.hb.open {
 		return 0, 0, nil // only CONTINUATION may come: the framer checks it
 	}
 	used := 0

@@ -90,8 +90,15 @@ type Options struct {
 	// reading is, after KeepaliveTime and KeepaliveTimeout, and the
 	// response held up on its full socket fails and frees what it held.
 	KeepaliveTimeout time.Duration
-	// Logger receives connection errors at Debug level, and failed
-	// accepts (retried) at Warn; nil means slog.Default().
+	// Logger receives failed accepts (retried) at Warn; clients
+	// disconnected for breaking the protocol or a policy (GOAWAY with an
+	// error: a flood of pings or of CONTINUATION frames, a malformed
+	// frame) at Warn, and clients that do not speak HTTP/2 at Info, with
+	// their address and why, one line per connection and at most 10 at
+	// once, then one a second, across the server (the rest at Debug, the
+	// next line counting them); and other connection errors (a reset, a
+	// timeout) at Debug, a client closing its connection not at all. nil
+	// means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -168,6 +175,8 @@ type Server struct {
 	pullOnly bool
 	probes   probeAnswers // the sweep that sends the probe answers nothing else carried
 	ka       keepalive    // the check that clients are alive
+
+	violations logLimit // bounds the lines about clients disconnected: see conn.logEnd
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}

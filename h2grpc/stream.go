@@ -21,7 +21,8 @@ import (
 // stream is one gRPC call, a grpc.ServerStream for its handler.
 //
 // Locking: rmu guards the receive side (the fields after it down to
-// shrink); the connection's wmu guards the send side (sendWin to doneErr).
+// shrink); the connection's wmu guards the send side (sendWin to waitFor),
+// and is wcond's lock.
 // rmu is never held while taking wmu's writes; finish takes rmu under wmu.
 // wmu also guards header and trailer, which the handler sets and a send on
 // any goroutine may write.
@@ -62,14 +63,21 @@ type stream struct {
 	headersSent bool
 	done        bool // trailers sent or stream reset: no more frames
 	doneErr     error
+	wcond       sync.Cond // the stream's sender waits on it for window: see waitWindowLocked
+	waitFor     uint8     // what the sender waits for: waitNone, waitStream or waitConn
+	inLine      bool      // the stream has an entry in the connection's connWaiters
 }
+
+// What a stream's sender waits for (stream.waitFor).
+const (
+	waitNone   = iota
+	waitStream // the stream's send window
+	waitConn   // the connection's send window, in its connWaiters
+)
 
 // newStream makes the stream a request's headers open; an error is the
 // status to refuse it with.
 func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
-	if f.Truncated {
-		return nil, status.Error(codes.Internal, "h2grpc: request headers too large")
-	}
 	if m := f.PseudoValue("method"); m != "POST" {
 		return nil, status.Errorf(codes.Unimplemented, "h2grpc: method %q is not POST", m)
 	}
@@ -113,6 +121,7 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 	}
 	st := &stream{c: c, id: f.StreamID, m: m, path: path, recvWin: c.srv.opts.InitialWindowSize,
 		ready: make(chan struct{}, 1)}
+	st.wcond.L = &c.wmu
 	st.contentLen, _ = contentLength(f) // -1 if none; malformed refused one not valid
 	ctx = grpc.NewContextWithServerTransportStream(metadata.NewIncomingContext(ctx, md), transportStream{st})
 	if timeout != "" {
@@ -247,7 +256,7 @@ func (st *stream) assembleLocked(data []byte) {
 			// A buffer for the first part only: a prefix that claims
 			// megabytes reserves nothing until they come.
 			st.msg, st.msgN, st.msgSize = allocMsg(min(size, msgFirstPart)), 0, size
-			st.c.assembling.Add(int64(len(*st.msg)))
+			st.c.assembling.Add(int64(cap(*st.msg)))
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
 				st.queued += queueCost(0)
@@ -269,7 +278,7 @@ func (st *stream) assembleLocked(data []byte) {
 			} else if !tried && st.queueShrunkLocked(*st.msg) {
 				st.freeMsgLocked()
 			} else {
-				st.c.assembling.Add(-int64(len(*st.msg))) // the queue's now: see queued
+				st.c.assembling.Add(-int64(cap(*st.msg))) // the queue's now: see queued
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
 				st.queued += queueCost(st.msgN)
 			}
@@ -419,7 +428,10 @@ func (st *stream) send(parts [][]byte, size int) error {
 	binary.BigEndian.PutUint32(prefix[1:], uint32(size))
 	c := st.c
 	c.wmu.Lock()
-	defer c.wmu.Unlock()
+	defer func() {
+		c.wakeConnLocked() // room this send leaves on the connection goes to the next in line
+		c.wmu.Unlock()
+	}()
 	if err := st.sendableLocked(); err != nil {
 		return err
 	}
@@ -441,7 +453,7 @@ func (st *stream) send(parts [][]byte, size int) error {
 			if err := c.flushLocked(); err != nil {
 				return err
 			}
-			c.wcond.Wait()
+			st.waitWindowLocked()
 		}
 		n := int(min(int64(left), c.sendWin, st.sendWin, int64(c.maxFrame)))
 		if len(c.wbuf) > 0 && len(c.wbuf)+frameHeaderLen+n > maxPooledWrite {
@@ -468,6 +480,38 @@ func (st *stream) send(parts [][]byte, size int) error {
 		c.sentSincePing.Store(true) // frame by frame: a client pings as a large message arrives
 	}
 	return c.flushLocked()
+}
+
+// waitWindowLocked waits until what the stream's sender lacks may have
+// changed: the stream's send window, or else the connection's (in line,
+// see conn.wakeConnLocked); or the stream or the connection has ended.
+// Only what concerns the stream wakes it: a WINDOW_UPDATE on another
+// stream does not. Call it with wmu held, with one of the windows empty.
+func (st *stream) waitWindowLocked() {
+	c := st.c
+	if st.sendWin <= 0 {
+		st.waitFor = waitStream
+		c.wakeConnLocked() // what is left of the connection's window is for the next in line
+	} else {
+		st.waitFor = waitConn
+		if !st.inLine {
+			c.lineUpLocked(st)
+		}
+	}
+	st.wcond.Wait()
+	st.waitFor = waitNone // woken otherwise than by wakeLocked: the stream's end
+}
+
+// wakeLocked wakes the stream's sender if it waits for window; it then
+// waits no more, so an entry of the stream left in connWaiters is
+// skipped. Call it with wmu held.
+func (st *stream) wakeLocked() {
+	if st.waitFor == waitNone {
+		return
+	}
+	st.waitFor = waitNone
+	st.c.wakes++
+	st.wcond.Broadcast()
 }
 
 // sendableLocked returns why nothing more may be sent on the stream, if
@@ -599,6 +643,7 @@ func (st *stream) writeStatus(err error) {
 		_ = c.flushLocked()
 	}
 	st.done, st.doneErr = true, status.Error(codes.Internal, "h2grpc: the call has ended")
+	st.wakeLocked() // a send waiting on another goroutine fails
 	c.wmu.Unlock()
 }
 
@@ -615,7 +660,7 @@ func (st *stream) reset(err error) {
 	if !st.done {
 		st.done, st.doneErr = true, err
 	}
-	st.c.wcond.Broadcast()
+	st.wakeLocked()
 	st.c.wmu.Unlock()
 }
 
@@ -632,14 +677,15 @@ func (st *stream) dropLocked() {
 // held.
 func (st *stream) freeMsgLocked() {
 	if st.msg != nil {
-		st.c.assembling.Add(-int64(len(*st.msg)))
+		st.c.assembling.Add(-int64(cap(*st.msg)))
 		freeMsg(st.msg)
 		st.msg = nil
 	}
 }
 
-// maxAssembling bounds the bytes of the messages the streams of a
-// connection are assembling: each stream's is bounded by MaxRecvMsgSize,
+// maxAssembling bounds the bytes of the buffers (their capacity: a pooled
+// buffer may hold up to twice what it was asked for) that the streams of
+// a connection are assembling messages in: each stream's is bounded by MaxRecvMsgSize,
 // but a client could begin one on each of its streams and never end it. A
 // stream whose message would take the connection past it fails with
 // ResourceExhausted.
@@ -654,7 +700,11 @@ const msgFirstPart = 64 << 10
 // being assembled would then pass maxAssembling. Call it with rmu held.
 func (st *stream) growMsgLocked(n int) bool {
 	size := min(st.msgSize, max(n, 2*len(*st.msg)))
-	more := int64(size - len(*st.msg))
+	if size <= cap(*st.msg) { // room enough already, and counted
+		*st.msg = (*st.msg)[:size]
+		return true
+	}
+	more := int64(msgCap(size) - cap(*st.msg))
 	if st.c.assembling.Add(more) > maxAssembling {
 		st.c.assembling.Add(-more)
 		return false
@@ -674,6 +724,14 @@ func allocMsg(n int) *[]byte {
 		return &b
 	}
 	return msgBufs.Get(n)
+}
+
+// msgCap returns the capacity of the buffer allocMsg(n) returns.
+func msgCap(n int) int {
+	if t := msgTier(n); t >= 0 && !mem.IsBelowBufferPoolingThreshold(n) {
+		return 1 << (t + minMsgTier)
+	}
+	return n
 }
 
 // freeMsg gives back a buffer allocMsg returned.
