@@ -182,6 +182,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	stopped   bool // Stop or GracefulStop was called: no new connections
+	served    bool // Serve was called: methods is read without mu, and no longer written
 	wg        sync.WaitGroup
 }
 
@@ -198,13 +199,20 @@ func NewServer(opts Options) *Server {
 
 // RegisterService registers a service and its implementation, as
 // grpc.Server.RegisterService does; it panics if impl does not implement
-// the service or a method is registered twice.
+// the service, a method is registered twice, or Serve was called (the
+// connections read the services without a lock).
 func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 	if impl != nil && sd.HandlerType != nil {
 		ht := reflect.TypeOf(sd.HandlerType).Elem()
 		if !reflect.TypeOf(impl).Implements(ht) {
 			panic(fmt.Sprintf("h2grpc: %T does not implement %v", impl, ht))
 		}
+	}
+	s.mu.Lock()
+	served := s.served
+	s.mu.Unlock()
+	if served {
+		panic("h2grpc: RegisterService " + sd.ServiceName + " after Serve")
 	}
 	add := func(name string, m *method) {
 		path := "/" + sd.ServiceName + "/" + name
@@ -234,6 +242,7 @@ func (s *Server) Serve(lis net.Listener) error {
 		return ErrServerStopped
 	}
 	s.listeners[lis] = struct{}{}
+	s.served = true
 	s.startKeepaliveLocked()
 	s.mu.Unlock()
 	defer func() {

@@ -614,3 +614,18 @@ func TestSendTooLargeEndsTheCall(t *testing.T) {
 		t.Error("the handler's Recv succeeded")
 	}
 }
+
+// TestRegisterAfterServePanics: connections read the services without a
+// lock, so a service registered once Serve has begun is refused.
+func TestRegisterAfterServePanics(t *testing.T) {
+	s, _, addr := start(t, h2grpc.Options{})
+	if _, err := dial(t, addr).UnaryCall(context.Background(), &testgrpc.SimpleRequest{}); err != nil {
+		t.Fatal(err) // Serve has begun
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("RegisterService after Serve did not panic")
+		}
+	}()
+	s.RegisterService(&grpc.ServiceDesc{ServiceName: "late.Service"}, nil)
+}
