@@ -105,7 +105,9 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 	}
 	_ = rc.SetReadDeadline(time.Time{})
 	var req discovery.DiscoveryRequest
-	if err := protojson.Unmarshal(body, &req); err != nil {
+	// Fields this server does not know, which a newer client may send, are
+	// ignored, as they are in the binary encoding of a gRPC request.
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &req); err != nil {
 		http.Error(w, "invalid DiscoveryRequest JSON: "+err.Error(), http.StatusBadRequest)
 		return
 	}
