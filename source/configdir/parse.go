@@ -43,10 +43,14 @@ type Problem struct {
 
 // String is the problem as its file, resource and reason: one line.
 func (p Problem) String() string {
-	if p.Resource == "" {
-		return p.File + ": " + p.Reason
+	s := p.Reason
+	if p.Resource != "" {
+		s = p.Resource + ": " + s
 	}
-	return p.File + ": " + p.Resource + ": " + p.Reason
+	if p.File != "" {
+		s = p.File + ": " + s
+	}
+	return s
 }
 
 // Error is a rejected configuration: every problem found.

@@ -15,6 +15,29 @@ type nameSets struct {
 	clusters, endpoints map[string]bool
 }
 
+// CheckReferences checks what the loader checks across resources: that
+// every route names a cluster of rs, and every EDS cluster has its
+// endpoints resource in rs. It returns an *Error listing what does not
+// hold (each Problem without File), or nil. A program that builds its
+// snapshots in code (cache.NewSnapshot checks each resource, not these)
+// can run it on a snapshot's resources, cache.Snapshot.All, before it
+// publishes them.
+func CheckReferences(rs ...*resource.Resource) error {
+	all := make([]entry, len(rs))
+	for i, r := range rs {
+		all[i] = entry{res: r, index: i + 1}
+	}
+	refs := namesOf(all)
+	var probs []Problem
+	for _, e := range all {
+		probs = append(probs, refs.problems(e)...)
+	}
+	if len(probs) > 0 {
+		return &Error{Problems: probs}
+	}
+	return nil
+}
+
 func namesOf(all []entry) nameSets {
 	n := nameSets{clusters: make(map[string]bool, len(all)/2), endpoints: make(map[string]bool, len(all)/2)}
 	for _, e := range all {
