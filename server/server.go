@@ -43,7 +43,9 @@ type Config struct {
 	Logger *slog.Logger
 	// WarmTimeout bounds how long an ADS stream holds listener and route
 	// updates while the client has not yet requested the endpoints of new
-	// clusters (PROTOCOL O1). Zero means one second.
+	// clusters (PROTOCOL O1). Zero or less means one second: the wait is
+	// not turned off, since a listener sent first could route traffic to
+	// clusters that have no endpoints yet.
 	WarmTimeout time.Duration
 }
 
