@@ -84,6 +84,10 @@ type Config struct {
 	// list asks for nothing, and "*" is sent). Some servers, such as
 	// go-control-plane v0.14's SotW snapshot cache, take "*" for a
 	// resource name. Delta is unaffected; with REST it is an error.
+	// When the type's last watch goes, the client sends "*" and then an
+	// empty list, which the protocol reads as giving up the wildcard (a
+	// server that takes "*" for a name may go on sending everything,
+	// which the client then ignores).
 	LegacyWildcard bool
 
 	// REST is the base URL of a REST-JSON xDS server, such as

@@ -3,6 +3,7 @@ package client_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -38,6 +39,48 @@ func TestLegacyWildcardOnlyWhereEmptyMeansAll(t *testing.T) {
 				if names, ok := want[r.GetTypeUrl()]; ok && !slices.Equal(r.GetResourceNames(), names) {
 					t.Errorf("%s request names %q, want %q", r.GetTypeUrl(), r.GetResourceNames(), names)
 				}
+			}
+		})
+	}
+}
+
+// TestLegacyWildcardGivenUp: with the legacy wildcard, an empty list
+// stays the wildcard until a request names something; the client giving
+// it up sends "*" and then the empty list, and the server stops.
+func TestLegacyWildcardGivenUp(t *testing.T) {
+	for _, v := range variants {
+		if v.delta {
+			continue
+		}
+		t.Run("S8_"+v.name, func(t *testing.T) {
+			env := startServer(t)
+			publish(env, rawxds.Cluster("a"))
+			tp := &tap{}
+			c := newClient(t, env.Addr, v, func(c *client.Config) {
+				c.Transport = tp
+				c.LegacyWildcard = true
+			})
+			rc := newRecorder()
+			cancel := c.Watch(cds, "*", rc)
+			rc.wantUpdate(t, "a")
+			cancel()
+			var got [][]string
+			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+				got = nil
+				for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
+					if r := w.msg.(*discovery.DiscoveryRequest); r.GetTypeUrl() == cds {
+						got = append(got, r.GetResourceNames())
+					}
+				}
+				if n := len(got); n >= 3 && len(got[n-1]) == 0 && slices.Equal(got[n-2], []string{"*"}) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("cds requests %q, want the legacy wildcard given up with [*] then []", got)
+				}
+			}
+			if len(got[0]) != 0 {
+				t.Errorf("first cds request %q, want the legacy wildcard", got[0])
 			}
 		})
 	}

@@ -33,7 +33,19 @@ func (s *stream) sendSotW(ts *typeState, nack error) {
 		s.sendSotWResub(ts, names)
 		version = ""
 	}
+	if len(names) == 0 && ts.sentNames != nil && s.legacyWildcard(ts) {
+		// Giving up the legacy wildcard: an empty list would still be
+		// it, until some request names something (PROTOCOL S8).
+		ts.onlyWildcard = false
+		s.sendSotWNames(ts, []string{"*"}, version, nil)
+	}
 	s.sendSotWNames(ts, names, version, nack)
+}
+
+// legacyWildcard says whether the type's requests on the stream have been
+// the legacy wildcard, an empty list (Config.LegacyWildcard).
+func (s *stream) legacyWildcard(ts *typeState) bool {
+	return ts.onlyWildcard && s.c.cfg.LegacyWildcard && ts.info.wildcard
 }
 
 // sendSotWResub makes the server send again the names of ts.resub, which
@@ -61,7 +73,7 @@ func (s *stream) sendSotWResub(ts *typeState, names []string) {
 func (s *stream) sendSotWNames(ts *typeState, names []string, version string, nack error) {
 	ts.onlyWildcard = ts.onlyWildcard && len(names) == 1 && names[0] == "*"
 	wire := names
-	if ts.onlyWildcard && s.c.cfg.LegacyWildcard && ts.info.wildcard {
+	if s.legacyWildcard(ts) {
 		wire = nil // the legacy wildcard (PROTOCOL S8)
 	}
 	s.send(func(first bool) ([]byte, error) {
