@@ -581,7 +581,7 @@ func TestRobust(t *testing.T) {
 			{"not JSON", "POST", "/v3/discovery:clusters", []byte("\x00\xff garbage"), http.StatusBadRequest},
 			{"truncated JSON", "POST", "/v3/discovery:clusters", []byte(`{"node":{"id":"x"`), http.StatusBadRequest},
 			{"wrong shape", "POST", "/v3/discovery:clusters", []byte(`{"resourceNames":"c1"}`), http.StatusBadRequest},
-			{"unknown field", "POST", "/v3/discovery:clusters", []byte(`{"noSuchField":1}`), http.StatusBadRequest},
+			{"unknown field, ignored", "POST", "/v3/discovery:clusters", []byte(`{"noSuchField":1}`), http.StatusOK},
 			{"invalid UTF-8", "POST", "/v3/discovery:clusters", []byte("{\"resourceNames\":[\"\xff\xfe\"]}"), http.StatusBadRequest},
 			{"nesting 20000 deep", "POST", "/v3/discovery:clusters", []byte(`{"node":{"metadata":` + deep + `}}`), http.StatusBadRequest},
 			{"type URL of another path", "POST", "/v3/discovery:clusters", []byte(`{"typeUrl":"` + eds + `"}`), http.StatusBadRequest},
