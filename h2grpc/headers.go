@@ -37,11 +37,7 @@ var (
 // HEADERS frame to the frame that carries END_HEADERS. It is serve's
 // only.
 type headerBlock struct {
-	open bool // only CONTINUATION may come
-	// skip is set if the block's HEADERS frame was refused as a stream
-	// error before its fragment was read (the framer's error for padding
-	// longer than the frame): its CONTINUATION frames are not decoded.
-	skip    bool
+	open    bool                   // only CONTINUATION may come
 	mh      http2.MetaHeadersFrame // the HEADERS frame, and the fields decoded so far
 	left    uint32                 // the decoded size (hpack.HeaderField.Size) the fields may still take
 	invalid error                  // the first malformed field, if any
@@ -54,7 +50,10 @@ type headerBlock struct {
 // the header block being read (addField).
 func (c *conn) newHeaderDecoder() *hpack.Decoder {
 	d := hpack.NewDecoder(4096, c.addField)
-	d.SetMaxStringLength(maxHeaderListSize)
+	// A string longer than the fields may take is decoded all the same
+	// (and then dropped: see addField), so that one too large a field
+	// refuses its stream only; the block's bound bounds it.
+	d.SetMaxStringLength(maxHeaderBlock)
 	return d
 }
 
@@ -83,27 +82,25 @@ func (c *conn) onHeaderFrame(fh http2.FrameHeader, f http2.Frame, err error) err
 		}
 	default:
 		var se http2.StreamError
-		if fh.Type == http2.FrameHeaders && !fh.Flags.Has(http2.FlagHeadersEndHeaders) && errors.As(err, &se) {
-			// The block stays open: the next frame must continue it.
-			*b = headerBlock{open: true, skip: true}
+		if errors.As(err, &se) {
+			// The framer's stream error for a HEADERS frame (its padding
+			// as long as the frame, or longer) leaves its fragment
+			// undecoded, and the HPACK table out of step with the
+			// client's: a connection error (RFC 9113 §6.2).
+			return http2.ConnectionError(http2.ErrCodeProtocol)
 		}
 		return err
 	}
 	if b.bytes += len(frag); b.bytes > maxHeaderBlock {
 		return errHeaderBlockTooLarge
 	}
-	if !b.skip {
-		if _, err := c.hdec.Write(frag); err != nil {
-			return http2.ConnectionError(http2.ErrCodeCompression)
-		}
+	if _, err := c.hdec.Write(frag); err != nil {
+		return http2.ConnectionError(http2.ErrCodeCompression)
 	}
 	if !fh.Flags.Has(http2.FlagHeadersEndHeaders) { // CONTINUATION's END_HEADERS is the same bit
 		return nil
 	}
 	b.open = false
-	if b.skip {
-		return nil
-	}
 	mh := b.mh
 	b.mh = http2.MetaHeadersFrame{} // its fields are not kept
 	if err := c.hdec.Close(); err != nil {

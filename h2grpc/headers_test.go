@@ -97,6 +97,25 @@ func TestHeaderBlockInTinyFrames(t *testing.T) {
 // decoded all the same, so the fields it added to the HPACK table, after
 // those that passed the limit, serve the next request on the connection.
 func TestOversizedHeadersRefuseTheirStreamOnly(t *testing.T) {
+	const path = "/grpc.testing.TestService/UnaryCall"
+	for _, tc := range []struct {
+		name string
+		big  [][2]string
+	}{
+		{"fields_adding_up_past_it", [][2]string{{"x-big-1", strings.Repeat("a", 40<<10)},
+			{"x-big-2", strings.Repeat("b", 40<<10)}, {"x-big-3", strings.Repeat("c", 40<<10)}}},
+		{"one_field_past_it", [][2]string{{"x-big", strings.Repeat("{", 70<<10)}}}, // longer in Huffman code: sent as it is
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oversizedHeaders(t, append(callFields(path), append(tc.big, [2]string{"echo", "in step"})...))
+		})
+	}
+}
+
+// oversizedHeaders sends a request with the fields big, then one that
+// names the last of them again, and checks that the first alone is
+// refused.
+func oversizedHeaders(t *testing.T, big [][2]string) {
 	_, _, addr := start(t, h2grpc.Options{})
 	_, fr := dialFramer(t, addr)
 	if v, ok := serverSetting(t, fr, http2.SettingMaxHeaderListSize); !ok || v != 64<<10 {
@@ -112,9 +131,6 @@ func TestOversizedHeadersRefuseTheirStreamOnly(t *testing.T) {
 		return slices.Clone(hb.Bytes())
 	}
 	const path = "/grpc.testing.TestService/UnaryCall"
-	big := append(callFields(path), [2]string{"x-big-1", strings.Repeat("a", 40<<10)},
-		[2]string{"x-big-2", strings.Repeat("b", 40<<10)}, [2]string{"x-big-3", strings.Repeat("c", 40<<10)},
-		[2]string{"echo", "in step"})
 	block := encode(big)
 	for id, b := range [][]byte{block, encode(append(callFields(path), [2]string{"echo", "in step"}))} {
 		id := uint32(2*id + 1)

@@ -261,46 +261,55 @@ func TestEOFWithData(t *testing.T) {
 	}
 }
 
-// TestHeaderBlockLeftOpen: a HEADERS frame refused as a stream error before
-// its CONTINUATION frames leaves its header block open; a WINDOW_UPDATE
-// that comes next, in a read of its own, is a connection error, as the
-// framer says, not a frame handled on the fast path.
+// TestHeaderBlockLeftOpen: while a header block is open (HEADERS without
+// END_HEADERS), a WINDOW_UPDATE is a connection error, as the framer
+// says, not a frame handled on the fast path; and a HEADERS frame whose
+// padding is longer than it, whose fragment is then not decoded, is a
+// connection error too (RFC 9113 §6.2): refused as a stream error, it left
+// the HPACK table out of step with the client's.
 func TestHeaderBlockLeftOpen(t *testing.T) {
-	svc := &inlineService{seen: make(chan struct{}, 1024)}
-	_, addr := serve(t, h2grpc.Options{}, svc)
-	nc, rfr := openCall(t, addr)
-	var w bytes.Buffer
-	fr := http2.NewFramer(&w, nil)
-	fr.AllowIllegalWrites = true
-	fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded, 3, []byte{200, 1, 2}) // padding longer than the frame
-	if _, err := nc.Write(w.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for reset := false; !reset; {
-		f, err := rfr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no RST_STREAM for the bad HEADERS: %v", err)
-		}
-		rst, ok := f.(*http2.RSTStreamFrame)
-		reset = ok && rst.StreamID == 3
-	}
-	w.Reset()
-	fr.WriteWindowUpdate(0, 1000)
-	if _, err := nc.Write(w.Bytes()); err != nil {
-		t.Fatal(err)
-	}
-	for {
-		f, err := rfr.ReadFrame()
-		if err != nil {
-			t.Fatalf("no GOAWAY after a WINDOW_UPDATE inside a header block: %v", err)
-		}
-		if g, ok := f.(*http2.GoAwayFrame); ok {
-			if g.ErrCode != http2.ErrCodeProtocol {
-				t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+	for _, tc := range []struct {
+		name   string
+		frames func(fr *http2.Framer)
+	}{
+		{"window_update_inside", func(fr *http2.Framer) {
+			fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 3, BlockFragment: headerBlock(callFields("/grpc.testing.TestService/UnaryCall"))})
+		}},
+		{"padding_longer_than_the_frame", func(fr *http2.Framer) {
+			fr.WriteRawFrame(http2.FrameHeaders, http2.FlagHeadersPadded, 3, []byte{200, 1, 2})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			svc := &inlineService{seen: make(chan struct{}, 1024)}
+			_, addr := serve(t, h2grpc.Options{}, svc)
+			nc, rfr := openCall(t, addr)
+			var w bytes.Buffer
+			fr := http2.NewFramer(&w, nil)
+			fr.AllowIllegalWrites = true
+			tc.frames(fr)
+			if _, err := nc.Write(w.Bytes()); err != nil {
+				t.Fatal(err)
 			}
-			return
-		}
+			w.Reset()
+			fr.WriteWindowUpdate(0, 1000)
+			_, _ = nc.Write(w.Bytes()) // in a write of its own; the server may have closed already
+			nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+			for {
+				f, err := rfr.ReadFrame()
+				if err != nil {
+					t.Fatalf("no GOAWAY: %v", err)
+				}
+				if rst, ok := f.(*http2.RSTStreamFrame); ok && rst.StreamID == 3 {
+					t.Fatalf("RST_STREAM on stream 3 %v, want the connection ended", rst.ErrCode)
+				}
+				if g, ok := f.(*http2.GoAwayFrame); ok {
+					if g.ErrCode != http2.ErrCodeProtocol {
+						t.Fatalf("GOAWAY %v, want PROTOCOL_ERROR", g.ErrCode)
+					}
+					return
+				}
+			}
+		})
 	}
 }
 

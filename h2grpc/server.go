@@ -182,7 +182,7 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
 	stopped   bool // Stop or GracefulStop was called: no new connections
-	served    bool // Serve was called: methods is read without mu, and no longer written
+	served    bool // Serve was called: methods is read without mu, and no longer written (it is written with mu held)
 	wg        sync.WaitGroup
 }
 
@@ -208,10 +208,9 @@ func (s *Server) RegisterService(sd *grpc.ServiceDesc, impl any) {
 			panic(fmt.Sprintf("h2grpc: %T does not implement %v", impl, ht))
 		}
 	}
-	s.mu.Lock()
-	served := s.served
-	s.mu.Unlock()
-	if served {
+	s.mu.Lock() // held while methods is written, so that Serve cannot begin meanwhile
+	defer s.mu.Unlock()
+	if s.served {
 		panic("h2grpc: RegisterService " + sd.ServiceName + " after Serve")
 	}
 	add := func(name string, m *method) {
