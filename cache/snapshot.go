@@ -164,8 +164,9 @@ func (s *Snapshot) With(rs ...*resource.Resource) (*Snapshot, error) {
 		}
 	}
 	for _, r := range rs {
-		if repl[key{r.Type, r.Name}] == r {
+		if k := (key{r.Type, r.Name}); repl[k] == r {
 			all = append(all, r)
+			delete(repl, k) // once, though rs may name it again
 		}
 	}
 	return NewSnapshotFrom(s, all...)

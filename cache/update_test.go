@@ -56,6 +56,9 @@ func TestSnapshotWithWithout(t *testing.T) {
 	if err != nil || s2.Len(cds) != 3 || s2.Get(cds, "b") != b2 || s2.Get(cds, "a") != s.Get(cds, "a") {
 		t.Fatalf("With: %v, %v", err, s2.All())
 	}
+	if twice, err := s.With(cluster("d"), cluster("d")); err != nil || twice.Len(cds) != 3 {
+		t.Fatalf("With of a new resource named twice: %v", err)
+	}
 	if s.Len(cds) != 2 || s.Get(cds, "b") == b2 {
 		t.Fatal("With changed its receiver")
 	}
