@@ -154,7 +154,13 @@ func TestDaemon_T5_write_dir_retries(t *testing.T) {
 	}
 	eventually(ctx, t, "the files written again", func() (bool, string) {
 		entries, err := os.ReadDir(out)
-		return err == nil && len(entries) == len(fileout.Types()), fmt.Sprintf("%d files, %v", len(entries), err)
+		n := 0 // the files, not the temporary ones (".<name>.tmp-*") renamed into place
+		for _, e := range entries {
+			if !strings.HasPrefix(e.Name(), ".") {
+				n++
+			}
+		}
+		return err == nil && n == len(fileout.Types()), fmt.Sprintf("%d files, %v", n, err)
 	})
 	checkFiles(t, out, enc, cfg.byType())
 }
