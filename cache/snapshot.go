@@ -4,6 +4,7 @@
 package cache
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -38,10 +39,8 @@ func NewSnapshot(rs ...*resource.Resource) (*Snapshot, error) { return NewSnapsh
 // replacements, not built anew. So publishing a change to a few of many
 // resources costs a copy of one type's index rather than a rebuild.
 func NewSnapshotFrom(prev *Snapshot, rs ...*resource.Resource) (*Snapshot, error) {
-	for i, r := range rs {
-		if r == nil || r.Type == nil || r.Body == nil {
-			return nil, fmt.Errorf("resource #%d: not made by resource.New", i+1)
-		}
+	if err := checkMade(rs); err != nil {
+		return nil, err
 	}
 	lists := splitByType(rs)
 	s := &Snapshot{types: make(map[*resource.Type]*typeSet, len(lists))}
@@ -149,11 +148,11 @@ func (s *Snapshot) With(rs ...*resource.Resource) (*Snapshot, error) {
 		t    *resource.Type
 		name string
 	}
+	if err := checkMade(rs); err != nil {
+		return nil, err
+	}
 	repl := make(map[key]*resource.Resource, len(rs))
 	for _, r := range rs {
-		if r == nil || r.Type == nil {
-			return nil, fmt.Errorf("With: a resource not made by resource.New")
-		}
 		repl[key{r.Type, r.Name}] = r
 	}
 	all := s.All()
@@ -193,33 +192,30 @@ func (s *Snapshot) Without(t *resource.Type, names ...string) *Snapshot {
 	return next
 }
 
-// All returns every resource of s, type by type, each type's sorted by
-// name, in a new slice. A nil s has none.
+// All returns every resource of s, type by type in ADS order, each type's
+// sorted by name, in a new slice. A nil s has none.
 func (s *Snapshot) All() []*resource.Resource {
 	if s == nil {
 		return nil
 	}
-	n := 0
-	for _, ts := range s.types {
-		n += len(ts.sorted)
-	}
-	out := make([]*resource.Resource, 0, n)
-	seen := make(map[*resource.Type]bool, len(s.types))
-	for _, t := range resource.Types() {
-		seen[t] = true
-		out = append(out, s.Resources(t)...)
-	}
-	var others []*resource.Type
-	for t := range s.types {
-		if !seen[t] {
-			others = append(others, t)
-		}
-	}
-	slices.SortFunc(others, func(a, b *resource.Type) int { return strings.Compare(a.URL, b.URL) })
-	for _, t := range others {
-		out = append(out, s.Resources(t)...)
+	types := slices.SortedFunc(maps.Keys(s.types), func(a, b *resource.Type) int {
+		return cmp.Or(cmp.Compare(a.Order, b.Order), strings.Compare(a.URL, b.URL))
+	})
+	var out []*resource.Resource
+	for _, t := range types {
+		out = append(out, s.types[t].sorted...)
 	}
 	return out
+}
+
+// checkMade returns an error if one of rs was not made by resource.New.
+func checkMade(rs []*resource.Resource) error {
+	for i, r := range rs {
+		if r == nil || r.Type == nil || r.Body == nil {
+			return fmt.Errorf("resource #%d: not made by resource.New", i+1)
+		}
+	}
+	return nil
 }
 
 // MustSnapshot is NewSnapshot that panics on error, for tests and examples.

@@ -3,7 +3,6 @@ package client_test
 import (
 	"slices"
 	"testing"
-	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
@@ -65,20 +64,16 @@ func TestLegacyWildcardGivenUp(t *testing.T) {
 			rc.wantUpdate(t, "a")
 			cancel()
 			var got [][]string
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			eventually(t, "the legacy wildcard given up with [*] then []", func() bool {
 				got = nil
 				for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
 					if r := w.msg.(*discovery.DiscoveryRequest); r.GetTypeUrl() == cds {
 						got = append(got, r.GetResourceNames())
 					}
 				}
-				if n := len(got); n >= 3 && len(got[n-1]) == 0 && slices.Equal(got[n-2], []string{"*"}) {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("cds requests %q, want the legacy wildcard given up with [*] then []", got)
-				}
-			}
+				n := len(got)
+				return n >= 3 && len(got[n-1]) == 0 && slices.Equal(got[n-2], []string{"*"})
+			})
 			if len(got[0]) != 0 {
 				t.Errorf("first cds request %q, want the legacy wildcard", got[0])
 			}

@@ -2,6 +2,7 @@ package h2grpc_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -66,11 +67,10 @@ func TestViolationsLoggedAtWarn(t *testing.T) {
 	peer := violate()
 	nc, _ := dialFramer(t, addr)
 	nc.Close()
-	for deadline := time.Now().Add(5 * time.Second); h2grpc.OpenConns(s) > 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections still open", h2grpc.OpenConns(s))
-		}
-	}
+	waitUntil(t, func() (bool, string) {
+		n := h2grpc.OpenConns(s)
+		return n == 0, fmt.Sprintf("%d connections still open", n)
+	})
 	warned := h.warnings()
 	if len(warned) != 1 || warned[0]["peer"] != peer || !strings.Contains(warned[0]["error"], "PROTOCOL_ERROR") {
 		t.Fatalf("logged at Warn: %v; want one line, for peer %s, with PROTOCOL_ERROR", warned, peer)

@@ -1,6 +1,7 @@
 package h2grpc_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -123,13 +124,28 @@ func readData(t *testing.T, fr *http2.Framer, want map[uint32]int) map[uint32]in
 // waitSenders waits until n senders of s wait for window.
 func waitSenders(t *testing.T, s *h2grpc.Server, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+	waitUntil(t, func() (bool, string) {
 		_, waiting := h2grpc.SendWaits(s)
-		if waiting == n {
+		return waiting == n, fmt.Sprintf("%d senders wait for window, want %d", waiting, n)
+	})
+}
+
+// waitUntil polls cond until it holds, for 10 s at most; then the test
+// fails with what cond last said.
+func waitUntil(t *testing.T, cond func() (bool, string)) {
+	t.Helper()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		ok, last := cond()
+		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d senders wait for window, want %d", waiting, n)
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatal(last)
 		}
 	}
 }
