@@ -679,14 +679,24 @@ func contentLength(f *http2.MetaHeadersFrame) (int64, error) {
 // reset would go unseen. The stream's frames still in flight are then
 // ignored (RFC 9113 §5.1), not reset again one by one.
 func (c *conn) resetStream(id uint32, code http2.ErrCode) {
-	err := status.Errorf(codes.Internal, "h2grpc: stream error %v", code)
 	st := c.stream(id)
 	c.mu.Lock()
 	if id%2 == 1 && id > c.lastID { // a new stream refused: its frames in flight are not an error
 		c.lastID = id
 	}
 	c.mu.Unlock()
+	c.reset(st, id, code, status.Errorf(codes.Internal, "h2grpc: stream error %v", code), false)
+}
+
+// reset is resetStream once the stream, st (nil if unknown), is found: it
+// ends it with err. With ifOpen, a stream that has ended (its trailers
+// sent, or reset) is left alone and nothing is written.
+func (c *conn) reset(st *stream, id uint32, code http2.ErrCode, err error, ifOpen bool) {
 	c.wmu.Lock()
+	if ifOpen && (st.done || c.werr != nil) {
+		c.wmu.Unlock()
+		return
+	}
 	if st != nil && !st.done {
 		st.done, st.doneErr = true, err
 	}

@@ -18,7 +18,9 @@
 // It implements what gRPC clients use: HEADERS and CONTINUATION, DATA with
 // flow control both ways, SETTINGS, PING, WINDOW_UPDATE, RST_STREAM and
 // GOAWAY; unary and streaming methods; metadata, grpc-timeout, trailers with
-// status and details. It does not implement compression (a request that
+// status and details (a call past its grpc-timeout is reset with CANCEL, as
+// grpc-go's server resets it, and its handler's waiting send or receive
+// fails). It does not implement compression (a request that
 // asks for it is refused with Unimplemented; no xDS client compresses),
 // server push or interceptors. It pings a connection that reads nothing
 // for a while, and closes it if it still reads nothing

@@ -130,6 +130,7 @@ func (c *conn) newStream(f *http2.MetaHeadersFrame) (*stream, error) {
 			return nil, status.Errorf(codes.Internal, "h2grpc: malformed grpc-timeout %q", timeout)
 		}
 		st.ctx, st.cancel = context.WithTimeout(ctx, d)
+		context.AfterFunc(st.ctx, st.expire)
 	} else {
 		st.ctx, st.cancel = context.WithCancel(ctx)
 	}
@@ -645,6 +646,18 @@ func (st *stream) writeStatus(err error) {
 	st.done, st.doneErr = true, status.Error(codes.Internal, "h2grpc: the call has ended")
 	st.wakeLocked() // a send waiting on another goroutine fails
 	c.wmu.Unlock()
+}
+
+// expire ends the stream when its grpc-timeout has passed, as grpc-go's
+// server does: RST_STREAM CANCEL, no trailers, and the handler's waiting
+// receive or send fails with DeadlineExceeded. It runs once the stream's
+// context is done, and does nothing if that was for another reason or the
+// stream has ended.
+func (st *stream) expire() {
+	if st.ctx.Err() != context.DeadlineExceeded {
+		return
+	}
+	st.c.reset(st, st.id, http2.ErrCodeCancel, status.Error(codes.DeadlineExceeded, "h2grpc: the call's deadline has passed"), true)
 }
 
 // reset ends the stream with err without trailers (the client reset it, or
