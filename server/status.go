@@ -30,8 +30,9 @@ type StreamStatus struct {
 	// in ADS order.
 	Types []TypeStatus
 	// LastError is the latest request the server ignored and why (for
-	// example an unknown type URL on ADS), with its time.
-	LastError   string
+	// example an unknown type URL on ADS); empty if none was.
+	LastError string
+	// LastErrorAt is when LastError was recorded.
 	LastErrorAt time.Time
 }
 
@@ -39,22 +40,25 @@ type StreamStatus struct {
 type TypeStatus struct {
 	// TypeURL is the resource type.
 	TypeURL string
-	// SentVersion and SentNonce describe the latest response, sent at
-	// SentAt. A SotW type resumed at the version its client held (S13),
-	// which is sent nothing, has that version as sent and ACKed, with no
-	// nonce.
+	// SentVersion is the version of the latest response. A SotW type
+	// resumed at the version its client held (S13), which is sent
+	// nothing, has that version as sent and ACKed, with no nonce.
 	SentVersion string
-	SentNonce   string
-	SentAt      time.Time
-	// AckedVersion is the latest version the client ACKed, at AckedAt.
+	// SentNonce is the latest response's nonce.
+	SentNonce string
+	// SentAt is when the latest response was sent.
+	SentAt time.Time
+	// AckedVersion is the latest version the client ACKed.
 	AckedVersion string
-	AckedAt      time.Time
-	// NackedVersion is the version of the latest NACKed response,
-	// NackMessage the client's error_detail message, NackedAt its time.
-	// They stay set after a later ACK, as history.
+	// AckedAt is when the client ACKed AckedVersion.
+	AckedAt time.Time
+	// NackedVersion is the version of the latest NACKed response. It and
+	// the two fields below stay set after a later ACK, as history.
 	NackedVersion string
-	NackMessage   string
-	NackedAt      time.Time
+	// NackMessage is the latest NACK's error_detail message.
+	NackMessage string
+	// NackedAt is when the latest NACK came.
+	NackedAt time.Time
 }
 
 // statusRegistry holds the status of every open stream.

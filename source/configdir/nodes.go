@@ -24,9 +24,13 @@ import (
 //	resources: [...]
 type Selector struct {
 	// ID identifies the selector: the file and the document's position.
-	ID       string
-	IDs      []string
+	ID string
+	// IDs, if not empty, are the node ids selected.
+	IDs []string
+	// Clusters, if not empty, are the node clusters selected.
 	Clusters []string
+	// Metadata are string fields a selected node's metadata has, each
+	// with this value.
 	Metadata map[string]string
 }
 
@@ -152,7 +156,9 @@ func (r *Result) Count() int {
 
 // Scoped is the resources of one document with a selector.
 type Scoped struct {
-	Selector  *Selector
+	// Selector says which nodes are served Resources.
+	Selector *Selector
+	// Resources are the document's resources.
 	Resources []*resource.Resource
 }
 

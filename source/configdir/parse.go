@@ -55,6 +55,7 @@ func (p Problem) String() string {
 
 // Error is a rejected configuration: every problem found.
 type Error struct {
+	// Problems are the problems found, each with its file and resource.
 	Problems []Problem
 }
 

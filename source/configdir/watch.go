@@ -167,7 +167,10 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 // (Watch then walks the directory), or a directory could not be watched
 // (the system's limit of inotify watches, say), so changes in it go
 // unseen until a walk. It rejects no configuration: the one served stays.
-type WatcherError struct{ Err error }
+type WatcherError struct {
+	// Err is the watcher's failure.
+	Err error
+}
 
 // Error says that the watcher failed, and why.
 func (e *WatcherError) Error() string {
