@@ -11,7 +11,7 @@ import (
 // GroupFunc maps a node to the name of the group whose snapshot it is served
 // (PROTOCOL N1). It must be fast and must not block. The server passes it
 // the node without its extensions list, which it does not keep, decoded
-// from the encoding its stream keeps (see WatchEncoded).
+// from the encoding its stream keeps.
 type GroupFunc func(*corev3.Node) string
 
 // DefaultGroup puts every node in one group, named "".
@@ -61,7 +61,7 @@ func (c *Cache) GroupOf(n *corev3.Node) string {
 }
 
 // groupOfLocked returns w's group under the grouping in force. A watcher
-// of an encoded node has it decoded here, if WatchEncoded did not, the
+// of an encoded node has it decoded here, if watchEncoded did not, the
 // first time a grouping other than the default asks; it keeps it while
 // there is such a grouping.
 func (c *Cache) groupOfLocked(w *Watcher) string {
@@ -74,7 +74,7 @@ func (c *Cache) groupOfLocked(w *Watcher) string {
 	return c.groupOf(w.node)
 }
 
-// decodeNode decodes the encoding of a node that WatchEncoded's caller
+// decodeNode decodes the encoding of a node that watchEncoded's caller
 // checked.
 func decodeNode(raw []byte) *corev3.Node {
 	n := new(corev3.Node)
@@ -88,7 +88,8 @@ func decodeNode(raw []byte) *corev3.Node {
 // builder, it forgets the groups that no watcher uses (see BuildFunc);
 // without one, every published snapshot is kept. Call it when the rules
 // that decide groups change; a nil groupOf means DefaultGroup, without a
-// look at the nodes (those of WatchEncoded are then not decoded).
+// look at the nodes (those that xdsd's server keeps encoded are then not
+// decoded).
 func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -254,13 +255,14 @@ func (c *Cache) WatchFunc(n *corev3.Node, onChange func()) *Watcher {
 	return w
 }
 
-// WatchEncoded is WatchFunc for a node given by its protobuf encoding,
+// watchEncoded is WatchFunc for a node given by its protobuf encoding,
 // which must decode (the caller checks it) and is kept as it is: the
 // caller must not change it. The node is decoded only when a grouping
 // other than the default asks, so that the watchers of a server with no
 // grouping keep a few hundred bytes each rather than a decoded node of
-// some dozens of allocations.
-func (c *Cache) WatchEncoded(node []byte, onChange func()) *Watcher {
+// some dozens of allocations. xdsd's server reaches it through
+// xdsinternal.WatchEncoded.
+func (c *Cache) watchEncoded(node []byte, onChange func()) *Watcher {
 	w := &Watcher{onChange: onChange, raw: node}
 	c.mu.Lock()
 	grouped := c.groupOf != nil

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 )
 
 // TestWatchEncoded: a watcher of an encoded node is grouped by the node
@@ -27,7 +28,7 @@ func TestWatchEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	woken := make(chan struct{}, 4)
-	w := c.WatchEncoded(raw, func() { woken <- struct{}{} })
+	w := xdsinternal.WatchEncoded(c, raw, func() { woken <- struct{}{} })
 	defer w.Close()
 	sees := func(want *cache.Snapshot, what string) {
 		t.Helper()
@@ -66,7 +67,7 @@ func TestWatchEncoded(t *testing.T) {
 	// A watcher that comes while a grouping is set is grouped at once.
 	c.SetGrouping(func(n *corev3.Node) string { return n.GetCluster() }, build)
 	<-woken
-	w2 := c.WatchEncoded(raw, func() {})
+	w2 := xdsinternal.WatchEncoded(c, raw, func() {})
 	defer w2.Close()
 	if snap, _, _ := w2.Take(); snap != edge || !cache.NodeDecoded(w2) {
 		t.Fatalf("a watcher added under a grouping sees %v, decoded %v", snap, cache.NodeDecoded(w2))

@@ -18,7 +18,7 @@ import (
 // one with NewSnapshot; never modify it afterwards.
 type Snapshot struct {
 	types map[*resource.Type]*typeSet
-	memo  sync.Map // see Memo
+	memo  sync.Map // see memos
 }
 
 type typeSet struct {
@@ -238,9 +238,10 @@ func (s *Snapshot) Get(t *resource.Type, name string) *resource.Resource {
 	return nil
 }
 
-// GetBytes is Get for a name given as bytes (still encoded in a request,
-// say), without making a string of it.
-func (s *Snapshot) GetBytes(t *resource.Type, name []byte) *resource.Resource {
+// getBytes is Get for a name given as bytes (still encoded in a request,
+// say), without making a string of it. xdsd's server reaches it through
+// xdsinternal.GetBytes.
+func (s *Snapshot) getBytes(t *resource.Type, name []byte) *resource.Resource {
 	if s == nil {
 		return nil
 	}
@@ -293,18 +294,10 @@ func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
 	return s.types[t].sorted
 }
 
-// Memo returns the value memoized under key, calling build to make it the
-// first time. It lets users of a snapshot share data derived from it (it
-// is dropped with the snapshot); build must depend only on the snapshot
-// and key. Safe for concurrent use: callers that race to make the value
-// may each run build, and all get the one value kept.
-func (s *Snapshot) Memo(key any, build func() any) any {
-	if v, ok := s.memo.Load(key); ok {
-		return v
-	}
-	v, _ := s.memo.LoadOrStore(key, build())
-	return v
-}
+// memos returns the map of the values that users of the snapshot derive
+// from it and share, dropped with it: xdsd's server memoizes in it through
+// xdsinternal.Memo.
+func (s *Snapshot) memos() *sync.Map { return &s.memo }
 
 // Changes lists, per type, the keys (names and aliases) whose resource
 // differs between two snapshots: added, changed or removed, sorted and each

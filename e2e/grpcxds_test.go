@@ -17,6 +17,7 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -459,7 +460,7 @@ func setVersion(rs ...*resource.Resource) string {
 	for _, r := range rs {
 		xor ^= r.Hash()
 	}
-	return resource.SetVersion(xor)
+	return xdsinternal.SetVersion(xor)
 }
 
 func shortType(url string) string {

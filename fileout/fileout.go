@@ -37,6 +37,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -101,8 +102,8 @@ func Types() []*resource.Type {
 
 // Response returns the DiscoveryResponse a file holds for type t: every
 // resource of t in snap, sorted by name, with version_info the set version
-// of their hashes (resource.SetVersion), and no nonce. A nil snap is
-// empty.
+// of their hashes (Resource.Hash), the one xdsd's server sends, and no
+// nonce. A nil snap is empty.
 func Response(snap *cache.Snapshot, t *resource.Type) *discovery.DiscoveryResponse {
 	resp := &discovery.DiscoveryResponse{TypeUrl: t.URL}
 	var xor uint64
@@ -110,7 +111,7 @@ func Response(snap *cache.Snapshot, t *resource.Type) *discovery.DiscoveryRespon
 		resp.Resources = append(resp.Resources, r.Body)
 		xor ^= r.Hash()
 	}
-	resp.VersionInfo = resource.SetVersion(xor)
+	resp.VersionInfo = xdsinternal.SetVersion(xor)
 	return resp
 }
 

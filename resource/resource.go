@@ -120,8 +120,8 @@ func MustNew(m proto.Message, opts ...Option) *Resource {
 // depend on order.
 func (r *Resource) Hash() uint64 { return r.hash }
 
-// SetVersion formats the XOR of resource hashes as a version string.
-func SetVersion(xor uint64) string {
+// formatSetVersion formats the XOR of resource hashes as a version string.
+func formatSetVersion(xor uint64) string {
 	slot := &setVersions[xor%uint64(len(setVersions))] // xor is a hash: well spread
 	if v := slot.Load(); v != nil && v.xor == xor {
 		return v.s
@@ -181,10 +181,10 @@ func validate(m proto.Message) error {
 	return nil
 }
 
-// Placeholder returns a bodiless Resource standing for a version a client
+// placeholder returns a bodiless Resource standing for a version a client
 // says it holds (delta initial_resource_versions): it compares equal by
 // version and hash to the real resource with that name and version.
-func Placeholder(t *Type, name, version string) *Resource {
+func placeholder(t *Type, name, version string) *Resource {
 	nh := sha256.Sum256([]byte(name + "\x00" + version))
 	return &Resource{Type: t, Name: name, Version: version, hash: binary.LittleEndian.Uint64(nh[:8])}
 }

@@ -125,8 +125,8 @@ func Types() []*Type {
 	return out
 }
 
-// RemovalTypes returns every type in ADS removal order.
-func RemovalTypes() []*Type {
+// removalTypes returns every type in ADS removal order.
+func removalTypes() []*Type {
 	out := append([]*Type(nil), types...)
 	sort.Slice(out, func(i, j int) bool { return out[i].RemovalOrder < out[j].RemovalOrder })
 	return out

@@ -19,10 +19,10 @@ type wire struct {
 	sotw, delta         []byte
 }
 
-// SotWField returns the resource encoded as one entry of a
+// sotwField returns the resource encoded as one entry of a
 // DiscoveryResponse's resources field (tag, length and the Any), ready to
 // be concatenated into a response. The bytes must not be modified.
-func (r *Resource) SotWField() []byte {
+func (r *Resource) sotwField() []byte {
 	r.wire.sotwOnce.Do(func() {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.Body)
 		if err != nil {
@@ -33,10 +33,10 @@ func (r *Resource) SotWField() []byte {
 	return r.wire.sotw
 }
 
-// DeltaField returns the resource encoded as one entry of a
+// deltaField returns the resource encoded as one entry of a
 // DeltaDiscoveryResponse's resources field: a Resource with the name,
 // version, body and TTL (no aliases). The bytes must not be modified.
-func (r *Resource) DeltaField() []byte {
+func (r *Resource) deltaField() []byte {
 	r.wire.deltaOnce.Do(func() {
 		dr := &discovery.Resource{Name: r.Name, Version: r.Version, Resource: r.Body}
 		if r.TTL > 0 {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -45,7 +46,7 @@ var ttlKeys [16]ttlKey
 // hasTTLs reports whether snap has a resource of t with a TTL, worked out
 // once per snapshot.
 func hasTTLs(snap *cache.Snapshot, t *resource.Type) bool {
-	return snap.Memo(&ttlKeys[t.Order], func() any {
+	return xdsinternal.Memo(snap, &ttlKeys[t.Order], func() any {
 		for _, r := range snap.Resources(t) {
 			if r.TTL > 0 {
 				return true

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -103,7 +104,7 @@ func (st *stream) push() error {
 	if blocked || upserts > 0 || removals == 0 || st.warm.holdsRemovals(st) {
 		return nil
 	}
-	for _, t := range resource.RemovalTypes() {
+	for _, t := range xdsinternal.RemovalTypes() {
 		for i := range slots {
 			s := &slots[i]
 			if s.ts.t != t || len(s.w.removals) == 0 {
@@ -144,7 +145,7 @@ func (st *stream) resume(ts *typeState) {
 	for _, it := range w.upserts {
 		xor ^= it.res.Hash()
 	}
-	if resource.SetVersion(xor) != claimed || ts.nHeld > 0 {
+	if xdsinternal.SetVersion(xor) != claimed || ts.nHeld > 0 {
 		return
 	}
 	ts.settle(w, true, st.snap)
@@ -224,7 +225,7 @@ func (st *stream) sotwPart(r *resource.Resource) []byte {
 	if body := st.sotwBody(r); body != r.Body {
 		return entry(body) // a TTL wrapper
 	}
-	return r.SotWField() // shared by every stream
+	return xdsinternal.SotWField(r) // shared by every stream
 }
 
 // sendDelta writes an incremental response with items and removed.
@@ -243,7 +244,7 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 			sc.parts = append(sc.parts, c.deltaEntries())
 		case ts.t.URL != resource.VirtualHostType && plain(items): // an entry per item, none particular
 			for _, it := range items {
-				sc.parts = append(sc.parts, it.res.DeltaField())
+				sc.parts = append(sc.parts, xdsinternal.DeltaField(it.res))
 			}
 		default:
 			for _, e := range deltaEntries(ts.t, items, removed) {
@@ -455,7 +456,7 @@ func (e *deltaEntry) message(t *resource.Type) *discovery.Resource {
 // shared by every stream, unless aliases make it particular.
 func (e *deltaEntry) encoded(t *resource.Type) []byte {
 	if e.res != nil && len(e.aliases) == 0 {
-		return e.res.DeltaField()
+		return xdsinternal.DeltaField(e.res)
 	}
 	return entry(e.message(t))
 }

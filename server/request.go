@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -125,7 +126,7 @@ func (r *deltaRequest) decode(raw []byte) error {
 		if !utf8.Valid(name) {
 			return errors.New("resource_names_subscribe: invalid UTF-8")
 		}
-		if res := r.snap.GetBytes(t, name); res != nil {
+		if res := xdsinternal.GetBytes(r.snap, t, name); res != nil {
 			names = append(names, res.Name)
 		} else {
 			names = append(names, string(name))

@@ -33,6 +33,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -190,6 +191,6 @@ func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string,
 		resp.Resources = append(resp.Resources, body)
 		xor ^= it.res.Hash()
 	}
-	resp.VersionInfo = resource.SetVersion(xor)
+	resp.VersionInfo = xdsinternal.SetVersion(xor)
 	return resp, ttl
 }

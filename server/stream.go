@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -376,7 +377,7 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 	st.wrapTTL = wrapsTTL(msg)
 	st.log = nil // made again with the node
 	st.status.setNode(node)
-	st.watcher = st.srv.cache.WatchEncoded(node, st.waker.wake)
+	st.watcher = xdsinternal.WatchEncoded(st.srv.cache, node, st.waker.wake)
 	if st.watcher.HasNews() {
 		// Now rather than after the request: its subscription may then
 		// share the snapshot's names (adoptNamed) on a per-type stream too.
@@ -476,7 +477,7 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 		var items []item
 		for name, v := range req.GetInitialResourceVersions() {
 			if e := ts.lookup(name); ts.wildcard || (e != nil && e.flags&fNamed != 0) {
-				items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
+				items = append(items, item{key: name, res: xdsinternal.Placeholder(t, name, v)})
 			}
 		}
 		ts.holdItems(items)

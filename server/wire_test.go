@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
+	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -29,9 +30,9 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 
 	sotw := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7",
 		Resources: []*anypb.Any{a.Body, b.Body}}
-	check(t, sotwWire(sotw, [][]byte{a.SotWField(), b.SotWField()}, nil), sotw, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(sotw, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, nil), sotw, new(discovery.DiscoveryResponse))
 	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7"}
-	check(t, sotwWire(lazy, [][]byte{a.SotWField(), b.SotWField()}, func() { lazy.Resources = sotw.Resources }), sotw, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(lazy, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, func() { lazy.Resources = sotw.Resources }), sotw, new(discovery.DiscoveryResponse))
 
 	deltaCheck := func(typ *resource.Type, items []item, removed []string, want *discovery.DeltaDiscoveryResponse) {
 		entries := deltaEntries(typ, items, removed)
