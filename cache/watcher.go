@@ -43,7 +43,10 @@ type Watcher struct {
 // the group (read-only), or All when every key of every type is to be
 // re-evaluated.
 type Pending struct {
-	All     bool
+	// All says that every key of every type is to be re-evaluated.
+	All bool
+	// Changes are the change sets of the publications since the watcher
+	// was last looked at, oldest first. They are shared: read them only.
 	Changes []Changes
 }
 

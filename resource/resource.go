@@ -39,7 +39,9 @@ type Resource struct {
 	// DependsOn names the resources of type DependsOnType that a client
 	// fetches because of this one: a cluster's endpoints, a listener's
 	// routes. The ADS ordering waits for them (PROTOCOL O1).
-	DependsOn     []string
+	DependsOn []string
+	// DependsOnType is the type of DependsOn's resources; nil when there
+	// are none.
 	DependsOnType *Type
 
 	// hash is the 64-bit form of Version mixed with Name, used to derive
