@@ -1064,9 +1064,10 @@ func (w *witness) sotwNonce(t *testing.T) string {
 // logRecorder keeps the messages of the records its handlers take, and
 // the length of each record's text.
 type logRecorder struct {
-	mu    sync.Mutex
-	msgs  []string
-	sizes []int
+	mu     sync.Mutex
+	msgs   []string
+	sizes  []int
+	levels []slog.Level
 }
 
 // handler returns a slog.Handler that records into r.
@@ -1090,6 +1091,7 @@ func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	h.rec.msgs, h.rec.sizes = append(h.rec.msgs, r.Message), append(h.rec.sizes, n)
+	h.rec.levels = append(h.rec.levels, r.Level)
 	return nil
 }
 
@@ -1100,12 +1102,16 @@ func (h recordingHandler) WithAttrs(as []slog.Attr) slog.Handler {
 func (h recordingHandler) WithGroup(string) slog.Handler { return h }
 
 // count returns how many records' messages start with prefix.
-func (r *logRecorder) count(prefix string) int {
+func (r *logRecorder) count(prefix string) int { return r.countAt(slog.LevelDebug, prefix) }
+
+// countAt returns how many records at level or above have messages that
+// start with prefix.
+func (r *logRecorder) countAt(level slog.Level, prefix string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := 0
-	for _, m := range r.msgs {
-		if strings.HasPrefix(m, prefix) {
+	for i, m := range r.msgs {
+		if r.levels[i] >= level && strings.HasPrefix(m, prefix) {
 			n++
 		}
 	}

@@ -1,8 +1,10 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"slices"
@@ -509,11 +511,32 @@ func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.recordAccepted(ts, nack)
 	if nack {
 		msg = clip(msg)
-		st.logger().Warn("NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
+		// A client may NACK the same version again and again (a SotW TTL
+		// refresh sends it every TTL/2): the first of a run is a warning,
+		// the rest are counted in the metrics and the status only.
+		level := slog.LevelWarn
+		if h := nackHash(ts.lastVersion, msg); h == ts.nackLogged {
+			level = slog.LevelDebug
+		} else {
+			ts.nackLogged = h
+		}
+		st.logger().Log(context.Background(), level, "NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
 		st.status.nack(ts.t, ts.lastVersion, msg)
 		st.srv.metrics.nacks[ts.t.Order].Add(1)
 		return
 	}
+	ts.nackLogged = 0
 	st.status.ack(ts.t, version)
 	st.srv.metrics.acks[ts.t.Order].Add(1)
+}
+
+// nackHash identifies a NACK by the version it rejects and its message;
+// never 0.
+func nackHash(version, msg string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(digestSeed)
+	h.WriteString(version)
+	h.WriteByte(0)
+	h.WriteString(msg)
+	return h.Sum64() | 1
 }

@@ -49,6 +49,10 @@ type typeState struct {
 	// list; nil unless the stream is incremental and the type's responses
 	// carry TTLs (see accepted).
 	acc *accepted
+	// nackLogged identifies the latest NACK logged at Warn: a hash of its
+	// rejected version and message; 0 if none, or an ACK came since (see
+	// recordReply).
+	nackLogged uint64
 
 	// Keys to evaluate on the next push, as the lists of changed keys the
 	// cache shares between streams; reeval means all of them.

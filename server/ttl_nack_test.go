@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"fmt"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -11,8 +12,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
 )
 
 // wrappingNode is a node whose client takes TTL wrappers in SotW (L3).
@@ -212,6 +215,37 @@ func TestSotWRefreshAfterNACK(t *testing.T) {
 				t.Fatalf("refresh lists %d clusters, p as %v; want t and p at 2s, as last sent", len(hb.Resources), p)
 			}
 			s.Send(nack(hb, r1.VersionInfo, "rejected again"))
+		}
+	})
+
+	// A TTL refresh brings a NACKed version again every TTL/2, and its
+	// client NACKs it again: one warning in the log for the run, not one
+	// per refresh (the soak probe's finding), and one again after an ACK.
+	t.Run("C1_repeated_NACKs_of_a_refresh_warn_once", func(t *testing.T) {
+		logs := &logRecorder{}
+		ttl := resource.MustNew(rawxds.Cluster("t").Message, resource.WithTTL(100*time.Millisecond))
+		c := cache.New(nil)
+		c.SetSnapshot("", cache.MustSnapshot(ttl))
+		e := rawxds.Start(t, c, server.Config{Logger: slog.New(logs.handler())})
+		s := e.ADS(t)
+		s.Send(&discovery.DiscoveryRequest{Node: wrappingNode("w"), TypeUrl: cds})
+		r := s.Recv()
+		s.Send(nack(r, "", "rejected"))
+		for range 3 {
+			r = s.Recv()
+			s.Send(nack(r, "", "rejected"))
+		}
+		r = s.Recv()
+		waitFor(t, func() bool { return logs.count("NACK") == 4 })
+		if n := logs.countAt(slog.LevelWarn, "NACK"); n != 1 {
+			t.Fatalf("%d NACK warnings for four NACKs of one version with one message, want 1", n)
+		}
+		s.Send(ack(r))
+		r = s.Recv()
+		s.Send(nack(r, r.VersionInfo, "rejected"))
+		waitFor(t, func() bool { return logs.count("NACK") == 5 })
+		if n := logs.countAt(slog.LevelWarn, "NACK"); n != 2 {
+			t.Errorf("%d NACK warnings, want 2: a NACK after an ACK is news", n)
 		}
 	})
 
