@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,7 @@ func TestDaemon_admin(t *testing.T) {
 			`xdsd_config_load_seconds_sum`:               func(v float64) bool { return v >= 2*configdir.Debounce.Seconds() },
 			`xdsd_config_load_seconds_bucket{le="+Inf"}`: func(v float64) bool { return v >= 2 },
 			`xdsd_config_publish_seconds_count`:          func(v float64) bool { return v >= 2 },
+			`go_goroutines`:                              func(v float64) bool { return v > 10 },
 			`xdsd_config_last_loaded_timestamp_seconds`: func(v float64) bool {
 				return v >= float64(started.UnixMilli())/1e3-0.001 && v <= float64(time.Now().Unix()+1)
 			},
@@ -132,6 +134,13 @@ func TestDaemon_admin(t *testing.T) {
 			v, ok := metricValue(body, series)
 			if !ok || !check(v) {
 				t.Errorf("/metrics %s = %v (present %v)", series, v, ok)
+			}
+		}
+		if runtime.GOOS == "linux" {
+			for series, least := range map[string]float64{`process_resident_memory_bytes`: 1 << 20, `process_open_fds`: 4} {
+				if v, ok := metricValue(body, series); !ok || v < least {
+					t.Errorf("/metrics %s = %v (present %v), want at least %v", series, v, ok, least)
+				}
 			}
 		}
 		for _, s := range []string{"# TYPE xdsd_streams gauge", "# TYPE xdsd_push_latency_seconds histogram",

@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -196,4 +197,5 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		"Time from a configuration change's first file event until its files were read and parsed, for each configuration that loaded.")
 	d.publishes.WritePrometheus(w, "xdsd_config_publish_seconds",
 		"Time to publish a configuration that loaded: building the snapshots and handing the changes to the streams.")
+	metrics.WriteProcess(w)
 }
