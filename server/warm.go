@@ -3,7 +3,6 @@ package server
 import (
 	"time"
 
-	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -17,16 +16,10 @@ import (
 // A client that never asks is waited for at most Config.WarmTimeout. The
 // gate waits also for types the client has not requested yet: a client that
 // asks for clusters and listeners together asks for their endpoints only
-// once it has the clusters, and the listeners must not overtake them. Such
-// a type is waited for as a whole, until its first response (first): an
-// initial sync would otherwise record every cluster's endpoints on every
-// stream. Guarded by the stream's lock; the timer wakes the stream.
+// once it has the clusters, and the listeners must not overtake them.
+// Guarded by the stream's lock; the timer wakes the stream.
 type warmGate struct {
-	wait map[*resource.Type]map[string]struct{} // dependency type → names to be sent
-	// first holds, by Type.Order, the dependency types that were not
-	// requested when resources depending on them were sent: each waits
-	// for its first response.
-	first    uint32
+	wait     map[*resource.Type]map[string]struct{} // dependency type → names to be sent
 	timer    *time.Timer
 	deadline time.Time // when the wait times out; zero when not waiting
 }
@@ -34,10 +27,6 @@ type warmGate struct {
 // arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
 	g.unmet(st, sent, func(t *resource.Type, name string) bool {
-		if name == "" {
-			g.first |= 1 << t.Order
-			return true
-		}
 		if g.wait == nil {
 			g.wait = make(map[*resource.Type]map[string]struct{})
 		}
@@ -47,7 +36,7 @@ func (g *warmGate) arm(st *stream, sent []item) {
 		g.wait[t][name] = struct{}{}
 		return true
 	})
-	if (len(g.wait) > 0 || g.first != 0) && g.timer == nil {
+	if len(g.wait) > 0 && g.timer == nil {
 		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
 		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
 	}
@@ -66,39 +55,19 @@ func (g *warmGate) waitsFor(st *stream, sent []item) bool {
 }
 
 // unmet calls f with each dependency of sent that the client does not hold
-// at its current version, until f returns false. The dependencies of a
-// type the client has not requested yet, which it will ask for once it
-// has sent, come as one call with an empty name, once the gate does not
-// wait for that type already.
+// at its current version, until f returns false.
 func (g *warmGate) unmet(st *stream, sent []item, f func(t *resource.Type, name string) bool) {
 	for _, it := range sent {
 		r := it.res
 		if r == nil || r.DependsOnType == nil {
 			continue
 		}
-		t := r.DependsOnType
-		if dep := st.types.get(t); dep == nil || !dep.active {
-			if g.first&(1<<t.Order) == 0 && anyIn(st.snap, t, r.DependsOn) && !f(t, "") {
-				return
-			}
-			continue
-		}
 		for _, name := range r.DependsOn {
-			if !g.satisfied(st, t, name) && !f(t, name) {
+			if !g.satisfied(st, r.DependsOnType, name) && !f(r.DependsOnType, name) {
 				return
 			}
 		}
 	}
-}
-
-// anyIn reports whether snap has any of the names of type t.
-func anyIn(snap *cache.Snapshot, t *resource.Type, names []string) bool {
-	for _, name := range names {
-		if snap.Get(t, name) != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // satisfied reports whether the client holds the current version of name
@@ -129,15 +98,7 @@ func (g *warmGate) refresh(st *stream) bool {
 			delete(g.wait, t)
 		}
 	}
-	for _, t := range adsOrder {
-		if g.first&(1<<t.Order) == 0 {
-			continue
-		}
-		if dep := st.types.get(t); dep != nil && dep.active && dep.sent {
-			g.first &^= 1 << t.Order
-		}
-	}
-	if len(g.wait) == 0 && g.first == 0 {
+	if len(g.wait) == 0 {
 		g.clear()
 		return false
 	}
@@ -151,7 +112,7 @@ func (g *warmGate) holdsUpsert(st *stream, t *resource.Type) bool {
 		return false
 	}
 	_, waitEDS := g.wait[edsType]
-	return waitEDS || g.first&(1<<edsType.Order) != 0
+	return waitEDS
 }
 
 // holdsRemovals reports whether removals must wait.
@@ -164,7 +125,7 @@ func (g *warmGate) due(now time.Time) bool {
 
 // clear opens the gate and stops its timer.
 func (g *warmGate) clear() {
-	g.wait, g.first = nil, 0
+	g.wait = nil
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
