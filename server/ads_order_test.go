@@ -214,35 +214,6 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 
-	// A client that asks for clusters and listeners at once (as a client
-	// that reconnects does) asks for the endpoints only once it has the
-	// clusters: the listeners wait for them, though the client had not
-	// asked for endpoints when the clusters went out.
-	t.Run("O1_clusters_and_listeners_asked_together_sotw", func(t *testing.T) {
-		e := start(t, orderV1()...)
-		c := newEnvoySotW(t, e)
-		c.askedLDS = true
-		c.s.Send(req(lds))
-		for range 4 {
-			c.step()
-		}
-		if want := []string{"cds c1", "eds c1", "lds l1", "rds r1"}; !slices.Equal(c.log, want) {
-			t.Fatalf("order = %q, want %q", c.log, want)
-		}
-	})
-	t.Run("O1_clusters_and_listeners_asked_together_delta", func(t *testing.T) {
-		e := start(t, orderV1()...)
-		c := newEnvoyDelta(t, e)
-		c.askedLDS = true
-		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: lds})
-		for range 4 {
-			c.step()
-		}
-		if want := []string{"cds +c1", "eds +c1", "lds +l1", "rds +r1"}; !slices.Equal(c.log, want) {
-			t.Fatalf("order = %q, want %q", c.log, want)
-		}
-	})
-
 	// One type with one upsert and one removal: the removal does not ride
 	// along when the upsert's dependencies are still to be sent (a cluster
 	// replaced by another, a listener by one with a new route).

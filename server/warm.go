@@ -13,11 +13,9 @@ import (
 //   - after listeners are sent, removals wait until the client has been
 //     sent the routes of those listeners.
 //
-// A client that never asks is waited for at most Config.WarmTimeout. The
-// gate waits also for types the client has not requested yet: a client that
-// asks for clusters and listeners together asks for their endpoints only
-// once it has the clusters, and the listeners must not overtake them.
-// Guarded by the stream's lock; the timer wakes the stream.
+// A client that never asks is waited for at most Config.WarmTimeout. Only
+// dependencies of types the client already uses are waited for. Guarded by
+// the stream's lock; the timer wakes the stream.
 type warmGate struct {
 	wait     map[*resource.Type]map[string]struct{} // dependency type → names to be sent
 	timer    *time.Timer
@@ -55,31 +53,31 @@ func (g *warmGate) waitsFor(st *stream, sent []item) bool {
 }
 
 // unmet calls f with each dependency of sent that the client does not hold
-// at its current version, until f returns false.
+// at its current version, of a type the client uses, until f returns false.
 func (g *warmGate) unmet(st *stream, sent []item, f func(t *resource.Type, name string) bool) {
 	for _, it := range sent {
 		r := it.res
 		if r == nil || r.DependsOnType == nil {
 			continue
 		}
+		dep := st.types.get(r.DependsOnType)
+		if dep == nil || !dep.active {
+			continue
+		}
 		for _, name := range r.DependsOn {
-			if !g.satisfied(st, r.DependsOnType, name) && !f(r.DependsOnType, name) {
+			if !g.satisfied(st, dep, name) && !f(dep.t, name) {
 				return
 			}
 		}
 	}
 }
 
-// satisfied reports whether the client holds the current version of name
-// of type t, or there is nothing to wait for.
-func (g *warmGate) satisfied(st *stream, t *resource.Type, name string) bool {
-	cur := st.snap.Get(t, name)
+// satisfied reports whether the client holds the current version of name,
+// or there is nothing to wait for.
+func (g *warmGate) satisfied(st *stream, dep *typeState, name string) bool {
+	cur := st.snap.Get(dep.t, name)
 	if cur == nil {
 		return true
-	}
-	dep := st.types.get(t)
-	if dep == nil {
-		return false // not requested yet
 	}
 	held, _ := dep.heldAt(name)
 	return held != nil && held.Version == cur.Version
@@ -89,8 +87,9 @@ func (g *warmGate) satisfied(st *stream, t *resource.Type, name string) bool {
 // remain.
 func (g *warmGate) refresh(st *stream) bool {
 	for t, names := range g.wait {
+		dep := st.types.get(t)
 		for name := range names {
-			if g.satisfied(st, t, name) {
+			if g.satisfied(st, dep, name) {
 				delete(names, name)
 			}
 		}
