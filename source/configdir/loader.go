@@ -219,9 +219,6 @@ func (l *Loader) Load() (*Result, error) {
 		if err != nil && rel == "." && errors.Is(err, fs.ErrNotExist) {
 			return errNoDir
 		}
-		if err != nil && errors.Is(err, fs.ErrNotExist) {
-			return nil // a directory removed (or renamed) while we walked: its files are gone
-		}
 		if err != nil {
 			return err
 		}

@@ -209,34 +209,6 @@ func (f raceFS) Open(name string) (fs.File, error) {
 	return f.FS.Open(name)
 }
 
-// TestLoadDirectoryGoneWhenRead: a directory removed between its listing
-// and its reading is gone with its files, not a failed load (the soak
-// probe's finding: "readdirent gen/g102: no such file or directory").
-func TestLoadDirectoryGoneWhenRead(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, "a.yaml", clusterYAML("a", 1))
-	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	write(t, dir, "sub/b.yaml", clusterYAML("b", 1))
-	f := raceFS{FS: os.DirFS(dir), gone: map[string]bool{}, broken: map[string]bool{}}
-	l := configdir.NewFSLoader(f, dir)
-	if _, err := l.Load(); err != nil {
-		t.Fatal(err)
-	}
-	f.gone["sub"] = true
-	got, err := l.Load()
-	if err != nil {
-		t.Fatalf("Load with a directory gone while it walked: %v", err)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, "sub")); err != nil {
-		t.Fatal(err)
-	}
-	if want, _ := load(t, dir); !slices.Equal(versions(got), versions(want)) {
-		t.Fatalf("Load gave %v, want %v", versions(got), versions(want))
-	}
-}
-
 // TestReloadGoneOrBrokenWhenRead: a file gone between its event and its
 // read is removed with its resources, a path listed twice is read once, and
 // a file that cannot be read fails Reload and Load.
