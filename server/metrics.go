@@ -31,13 +31,11 @@ func (s *Server) WritePrometheus(w io.Writer) {
 			types[[2]string{st.Variant, resource.Lookup(ts.TypeURL).Short}]++
 		}
 	}
-	fmt.Fprintln(w, "# HELP xdsd_streams Open xDS streams by variant.")
-	fmt.Fprintln(w, "# TYPE xdsd_streams gauge")
+	metrics.WriteHeader(w, "xdsd_streams", "gauge", "Open xDS streams by variant.")
 	for _, v := range sortedKeys(streams) {
 		fmt.Fprintf(w, "xdsd_streams{variant=%q} %d\n", v, streams[v])
 	}
-	fmt.Fprintln(w, "# HELP xdsd_stream_types Open xDS streams by variant and resource type they use.")
-	fmt.Fprintln(w, "# TYPE xdsd_stream_types gauge")
+	metrics.WriteHeader(w, "xdsd_stream_types", "gauge", "Open xDS streams by variant and resource type they use.")
 	keys := make([][2]string, 0, len(types))
 	for k := range types {
 		keys = append(keys, k)
@@ -46,9 +44,7 @@ func (s *Server) WritePrometheus(w io.Writer) {
 	for _, k := range keys {
 		fmt.Fprintf(w, "xdsd_stream_types{variant=%q,type=%q} %d\n", k[0], k[1], types[k])
 	}
-	fmt.Fprintln(w, "# HELP xdsd_responses_total xDS responses sent.")
-	fmt.Fprintln(w, "# TYPE xdsd_responses_total counter")
-	fmt.Fprintf(w, "xdsd_responses_total %d\n", s.metrics.responses.Load())
+	metrics.WriteSingle(w, "xdsd_responses_total", "counter", "xDS responses sent.", float64(s.metrics.responses.Load()))
 	for _, m := range []struct {
 		name, help string
 		v          *[16]atomic.Uint64
@@ -56,7 +52,7 @@ func (s *Server) WritePrometheus(w io.Writer) {
 		{"xdsd_acks_total", "ACKs received, by type.", &s.metrics.acks},
 		{"xdsd_nacks_total", "NACKs received, by type.", &s.metrics.nacks},
 	} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n", m.name, m.help, m.name)
+		metrics.WriteHeader(w, m.name, "counter", m.help)
 		for _, t := range resource.Types() {
 			fmt.Fprintf(w, "%s{type=%q} %d\n", m.name, t.Short, m.v[t.Order].Load())
 		}

@@ -177,21 +177,17 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	d.mu.Lock()
 	ok, failed, okAt := d.reloads.ok, d.reloads.failed, d.lastOKAt
 	d.mu.Unlock()
-	fmt.Fprintln(w, "# HELP xdsd_config_reloads_total Configuration loads, by result.")
-	fmt.Fprintln(w, "# TYPE xdsd_config_reloads_total counter")
+	metrics.WriteHeader(w, "xdsd_config_reloads_total", "counter", "Configuration loads, by result.")
 	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"ok\"} %d\n", ok)
 	fmt.Fprintf(w, "xdsd_config_reloads_total{result=\"failed\"} %d\n", failed)
 	loaded := 0
 	if !okAt.IsZero() {
 		loaded = 1
 	}
-	fmt.Fprintln(w, "# HELP xdsd_config_loaded Whether a configuration is being served.")
-	fmt.Fprintln(w, "# TYPE xdsd_config_loaded gauge")
-	fmt.Fprintf(w, "xdsd_config_loaded %d\n", loaded)
+	metrics.WriteSingle(w, "xdsd_config_loaded", "gauge", "Whether a configuration is being served.", float64(loaded))
 	if !okAt.IsZero() {
-		fmt.Fprintln(w, "# HELP xdsd_config_last_loaded_timestamp_seconds When the configuration served was published, in seconds since the Unix epoch.")
-		fmt.Fprintln(w, "# TYPE xdsd_config_last_loaded_timestamp_seconds gauge")
-		fmt.Fprintf(w, "xdsd_config_last_loaded_timestamp_seconds %.3f\n", float64(okAt.UnixMilli())/1e3)
+		metrics.WriteSingle(w, "xdsd_config_last_loaded_timestamp_seconds", "gauge",
+			"When the configuration served was published, in seconds since the Unix epoch.", float64(okAt.UnixMilli())/1e3)
 	}
 	d.loads.WritePrometheus(w, "xdsd_config_load_seconds",
 		"Time from a configuration change's first file event until its files were read and parsed, for each configuration that loaded.")

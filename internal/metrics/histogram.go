@@ -32,7 +32,7 @@ func (h *Histogram) Observe(d time.Duration) {
 // lines. Its count is that of its +Inf bucket, as Prometheus requires,
 // even while observations are being added.
 func (h *Histogram) WritePrometheus(w io.Writer, name, help string) {
-	fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name)
+	WriteHeader(w, name, "histogram", help)
 	var cum uint64
 	for i, le := range Buckets {
 		cum += h.counts[i].Load()
