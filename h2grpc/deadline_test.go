@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
@@ -18,13 +19,13 @@ import (
 func TestDeadlineEndsSendWaitingForWindow(t *testing.T) {
 	s, svc, addr := start(t, h2grpc.Options{})
 	_, fr := dialFramer(t, addr, windows(0))
-	fields := append(callFields("/grpc.testing.TestService/FullDuplexCall"), [2]string{"grpc-timeout", "100m"})
+	fields := append(callFields("/grpc.testing.TestService/FullDuplexCall"), [2]string{"grpc-timeout", "500m"})
 	fr.WriteHeaders(http2.HeadersFrameParam{StreamID: 1, BlockFragment: headerBlock(fields), EndHeaders: true})
 	req := &testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 100}}}
 	if err := fr.WriteData(1, false, grpcMsg(t, req)); err != nil {
 		t.Fatal(err)
 	}
-	waitSenders(t, s, 1)
+	waitSenders(t, s, 1) // the 500 ms must outlast the handler's way to its send: a stalled machine could fail it
 	readFrames(t, fr, "RST_STREAM", func(f http2.Frame) bool {
 		switch f := f.(type) {
 		case *http2.RSTStreamFrame:
@@ -41,8 +42,13 @@ func TestDeadlineEndsSendWaitingForWindow(t *testing.T) {
 		}
 		return false
 	})
-	if err := <-svc.ended; !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("the handler's context ended with %v, want DeadlineExceeded", err)
+	select {
+	case err := <-svc.ended:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the handler's context ended with %v, want DeadlineExceeded", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler did not end after its call was reset")
 	}
 	waitSenders(t, s, 0)
 }
