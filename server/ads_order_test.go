@@ -12,9 +12,20 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server"
 )
+
+// startHeld is start with a warm gate that never times out: a gate that
+// does not open fails the test (Recv's timeout) rather than opening late.
+func startHeld(t *testing.T, rs ...*resource.Resource) *rawxds.Env {
+	t.Helper()
+	c := cache.New(nil)
+	c.SetSnapshot("", cache.MustSnapshot(rs...))
+	return rawxds.Start(t, c, server.Config{WarmTimeout: time.Hour})
+}
 
 // orderV1 and orderV2 are the before and after of a make-before-break
 // change: a new cluster, its endpoints, a listener and its route replace
@@ -111,11 +122,13 @@ type envoyDelta struct {
 	held map[string]map[string]bool
 	log  []string
 
+	subscribed map[string]map[string]bool // type → names subscribed to
+
 	askedLDS bool
 }
 
 func newEnvoyDelta(t *testing.T, e *rawxds.Env) *envoyDelta {
-	c := &envoyDelta{t: t, s: e.DeltaADS(t), held: map[string]map[string]bool{}}
+	c := &envoyDelta{t: t, s: e.DeltaADS(t), held: map[string]map[string]bool{}, subscribed: map[string]map[string]bool{}}
 	c.s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("envoy"), TypeUrl: cds})
 	return c
 }
@@ -166,6 +179,17 @@ func (c *envoyDelta) step() {
 	if r.TypeUrl == cds {
 		gone = r.RemovedResources
 	}
+	// Like Envoy, subscribe only to names not subscribed to yet.
+	if c.subscribed[dep] == nil {
+		c.subscribed[dep] = map[string]bool{}
+	}
+	deps = slices.DeleteFunc(deps, func(n string) bool { return c.subscribed[dep][n] })
+	for _, n := range deps {
+		c.subscribed[dep][n] = true
+	}
+	for _, n := range gone {
+		delete(c.subscribed[dep], n)
+	}
 	if len(deps)+len(gone) > 0 {
 		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: dep, ResourceNamesSubscribe: deps, ResourceNamesUnsubscribe: gone})
 	}
@@ -173,7 +197,7 @@ func (c *envoyDelta) step() {
 
 func TestADSOrder(t *testing.T) {
 	t.Run("O1_make_before_break_sotw", func(t *testing.T) {
-		e := start(t, orderV1()...)
+		e := startHeld(t, orderV1()...)
 		c := newEnvoySotW(t, e)
 		for range 4 {
 			c.step()
@@ -194,7 +218,7 @@ func TestADSOrder(t *testing.T) {
 	})
 
 	t.Run("O1_make_before_break_delta", func(t *testing.T) {
-		e := start(t, orderV1()...)
+		e := startHeld(t, orderV1()...)
 		c := newEnvoyDelta(t, e)
 		for range 4 {
 			c.step()
@@ -214,11 +238,77 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 
+	// A client that asks for clusters and listeners at once (as a client
+	// that reconnects does) asks for the endpoints only once it has the
+	// clusters: the listeners wait for them, though the client had not
+	// asked for endpoints when the clusters went out.
+	t.Run("O1_clusters_and_listeners_asked_together_sotw", func(t *testing.T) {
+		e := startHeld(t, orderV1()...)
+		c := newEnvoySotW(t, e)
+		c.askedLDS = true
+		c.s.Send(req(lds))
+		for range 4 {
+			c.step()
+		}
+		if want := []string{"cds c1", "eds c1", "lds l1", "rds r1"}; !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+	t.Run("O1_clusters_and_listeners_asked_together_delta", func(t *testing.T) {
+		e := startHeld(t, orderV1()...)
+		c := newEnvoyDelta(t, e)
+		c.askedLDS = true
+		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: lds})
+		for range 4 {
+			c.step()
+		}
+		if want := []string{"cds +c1", "eds +c1", "lds +l1", "rds +r1"}; !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+
+	// A client that reconnects asks at once for everything it held: here
+	// the endpoints and routes of a configuration since replaced. A
+	// response on the endpoints does not open the gate: only the new
+	// clusters' endpoints do.
+	t.Run("O1_reconnect_asking_old_names_sotw", func(t *testing.T) {
+		e := startHeld(t, orderV2()...)
+		c := newEnvoySotW(t, e)
+		c.askedLDS = true
+		c.names[eds], c.names[rds] = []string{"c1"}, []string{"r1"}
+		c.s.Send(c.request(eds))
+		c.s.Send(req(lds))
+		c.s.Send(c.request(rds))
+		for range 4 {
+			c.step()
+		}
+		if want := []string{"cds c2", "eds c2", "lds l2", "rds r2"}; !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+	// An incremental client that reconnects holding the current endpoints
+	// is sent none: the listeners do not wait for a response on endpoints.
+	t.Run("O1_reconnect_holding_current_endpoints_delta", func(t *testing.T) {
+		e := startHeld(t, orderV1()...)
+		c := newEnvoyDelta(t, e)
+		c.askedLDS = true
+		c.subscribed[eds] = map[string]bool{"c1": true}
+		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c1"},
+			InitialResourceVersions: map[string]string{"c1": rawxds.Endpoints("c1", 1).Version}})
+		c.s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: lds})
+		for range 3 {
+			c.step()
+		}
+		if want := []string{"cds +c1", "lds +l1", "rds +r1"}; !slices.Equal(c.log, want) {
+			t.Fatalf("order = %q, want %q", c.log, want)
+		}
+	})
+
 	// One type with one upsert and one removal: the removal does not ride
 	// along when the upsert's dependencies are still to be sent (a cluster
 	// replaced by another, a listener by one with a new route).
 	t.Run("O1_one_cluster_replaced_sotw", func(t *testing.T) {
-		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
+		e := startHeld(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
 		c := newEnvoySotW(t, e)
 		for range 3 { // cds c1, eds c1, lds (empty)
 			c.step()
@@ -235,7 +325,7 @@ func TestADSOrder(t *testing.T) {
 	})
 	t.Run("O1_one_listener_replaced_sotw", func(t *testing.T) {
 		base := []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1)}
-		e := start(t, append(base, rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))...)
+		e := startHeld(t, append(base, rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))...)
 		c := newEnvoySotW(t, e)
 		for range 4 {
 			c.step()
@@ -248,7 +338,7 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 	t.Run("O1_one_cluster_replaced_delta", func(t *testing.T) {
-		e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
+		e := startHeld(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1))
 		c := newEnvoyDelta(t, e)
 		for range 2 { // cds +c1, eds +c1
 			c.step()
@@ -282,7 +372,7 @@ func TestADSOrder(t *testing.T) {
 			"delta": {func(t *testing.T, e *rawxds.Env) envoyModel { return newEnvoyDelta(t, e) }, []string{"cds +c1", "eds +c1"}},
 		} {
 			t.Run(name, func(t *testing.T) {
-				e := start(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
+				e := startHeld(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"), rawxds.Endpoints("c2", 2))
 				c := tc.open(t, e)
 				for range 3 { // clusters, endpoints, listeners (none)
 					c.step()
@@ -302,7 +392,7 @@ func TestADSOrder(t *testing.T) {
 	t.Run("O2_O3_listener_waits_for_endpoints_of_new_cluster", func(t *testing.T) {
 		// A route switching to a new cluster is sent only after the client
 		// has the cluster and its endpoints.
-		e := start(t, orderV1()...)
+		e := startHeld(t, orderV1()...)
 		c := newEnvoySotW(t, e)
 		for range 4 {
 			c.step()

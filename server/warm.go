@@ -13,28 +13,31 @@ import (
 //   - after listeners are sent, removals wait until the client has been
 //     sent the routes of those listeners.
 //
-// A client that never asks is waited for at most Config.WarmTimeout. Only
-// dependencies of types the client already uses are waited for. Guarded by
-// the stream's lock; the timer wakes the stream.
+// The gate waits also for a dependency type the client has not asked for
+// yet: a client that asks for clusters and listeners at once (as one that
+// reconnects does) asks for the endpoints only once it has the clusters.
+// A client that never asks is waited for at most Config.WarmTimeout.
+//
+// The gate keeps the responses' items themselves (their slices are read
+// only, often shared between streams), each cut to its first item whose
+// dependencies the client lacks: a check resumes there, and nothing is
+// copied per name. Guarded by the stream's lock; the timer wakes the
+// stream.
 type warmGate struct {
-	wait     map[*resource.Type]map[string]struct{} // dependency type → names to be sent
+	pending  [][]item // sent items from the first with unmet dependencies, one slice per response
+	eds      bool     // some pending item waits for endpoints (set by refresh)
 	timer    *time.Timer
 	deadline time.Time // when the wait times out; zero when not waiting
 }
 
 // arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
-	g.unmet(st, sent, func(t *resource.Type, name string) bool {
-		if g.wait == nil {
-			g.wait = make(map[*resource.Type]map[string]struct{})
-		}
-		if g.wait[t] == nil {
-			g.wait[t] = make(map[string]struct{})
-		}
-		g.wait[t][name] = struct{}{}
-		return true
-	})
-	if len(g.wait) > 0 && g.timer == nil {
+	rest := unmetFrom(st, sent)
+	if len(rest) == 0 {
+		return
+	}
+	g.pending = append(g.pending, rest)
+	if g.timer == nil {
 		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
 		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
 	}
@@ -44,60 +47,56 @@ func (g *warmGate) arm(st *stream, sent []item) {
 // removals must not ride along with it (make before break: a cluster
 // replaced by another is removed after the new one's endpoints are sent).
 func (g *warmGate) waitsFor(st *stream, sent []item) bool {
-	waits := false
-	g.unmet(st, sent, func(*resource.Type, string) bool {
-		waits = true
-		return false
-	})
-	return waits
+	return len(unmetFrom(st, sent)) > 0
 }
 
-// unmet calls f with each dependency of sent that the client does not hold
-// at its current version, of a type the client uses, until f returns false.
-func (g *warmGate) unmet(st *stream, sent []item, f func(t *resource.Type, name string) bool) {
-	for _, it := range sent {
-		r := it.res
-		if r == nil || r.DependsOnType == nil {
-			continue
-		}
-		dep := st.types.get(r.DependsOnType)
-		if dep == nil || !dep.active {
-			continue
-		}
-		for _, name := range r.DependsOn {
-			if !g.satisfied(st, dep, name) && !f(dep.t, name) {
-				return
-			}
+// unmetFrom returns items from the first whose dependencies the client does
+// not hold at their current version; nil when it holds them all.
+func unmetFrom(st *stream, items []item) []item {
+	for i, it := range items {
+		if !met(st, it.res) {
+			return items[i:]
 		}
 	}
+	return nil
 }
 
-// satisfied reports whether the client holds the current version of name,
-// or there is nothing to wait for.
-func (g *warmGate) satisfied(st *stream, dep *typeState, name string) bool {
-	cur := st.snap.Get(dep.t, name)
-	if cur == nil {
+// met reports whether the client holds the current version of each of r's
+// dependencies that the snapshot has.
+func met(st *stream, r *resource.Resource) bool {
+	if r == nil || r.DependsOnType == nil {
 		return true
 	}
-	held, _ := dep.heldAt(name)
-	return held != nil && held.Version == cur.Version
-}
-
-// refresh drops the dependencies that are met, and reports whether any
-// remain.
-func (g *warmGate) refresh(st *stream) bool {
-	for t, names := range g.wait {
-		dep := st.types.get(t)
-		for name := range names {
-			if g.satisfied(st, dep, name) {
-				delete(names, name)
-			}
+	dep := st.types.get(r.DependsOnType)
+	for _, name := range r.DependsOn {
+		cur := st.snap.Get(r.DependsOnType, name)
+		if cur == nil {
+			continue // nothing to wait for
 		}
-		if len(names) == 0 {
-			delete(g.wait, t)
+		if dep == nil || !dep.active {
+			return false // not asked for yet
+		}
+		if held, _ := dep.heldAt(name); held == nil || held.Version != cur.Version {
+			return false
 		}
 	}
-	if len(g.wait) == 0 {
+	return true
+}
+
+// refresh moves past the items whose dependencies are met, and reports
+// whether any remain.
+func (g *warmGate) refresh(st *stream) bool {
+	g.eds = false
+	kept := g.pending[:0]
+	for _, items := range g.pending {
+		if items = unmetFrom(st, items); len(items) > 0 {
+			kept = append(kept, items)
+			g.eds = g.eds || items[0].res.DependsOnType == edsType
+		}
+	}
+	clear(g.pending[len(kept):]) // let the dropped slices go
+	g.pending = kept
+	if len(kept) == 0 {
 		g.clear()
 		return false
 	}
@@ -110,8 +109,7 @@ func (g *warmGate) holdsUpsert(st *stream, t *resource.Type) bool {
 	if !g.refresh(st) || t.Order < ldsType.Order {
 		return false
 	}
-	_, waitEDS := g.wait[edsType]
-	return waitEDS
+	return g.eds
 }
 
 // holdsRemovals reports whether removals must wait.
@@ -124,7 +122,7 @@ func (g *warmGate) due(now time.Time) bool {
 
 // clear opens the gate and stops its timer.
 func (g *warmGate) clear() {
-	g.wait = nil
+	g.pending, g.eds = nil, false
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
