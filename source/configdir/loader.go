@@ -171,6 +171,12 @@ func NewLoader(dir string) *Loader { return NewFSLoader(os.DirFS(dir), dir) }
 // errNoDir is the error of a load that finds no directory.
 var errNoDir = errors.New("no such directory")
 
+// errVanished marks a load that found a directory gone between its listing
+// and its reading, as when a tree is swapped for another. The load fails
+// rather than drop the directory's files, which may be back a moment
+// later under the same names: Watch holds the error and walks again.
+var errVanished = errors.New("directory removed while it was read")
+
 // NewFSLoader returns a loader for a file system (an embedded
 // configuration, say); name is how errors refer to it. The loader reads
 // several files of fsys at once.
@@ -218,6 +224,9 @@ func (l *Loader) Load() (*Result, error) {
 	err := fs.WalkDir(l.fsys, ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil && rel == "." && errors.Is(err, fs.ErrNotExist) {
 			return errNoDir
+		}
+		if err != nil && d != nil && d.IsDir() && errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: %w", errVanished, err)
 		}
 		if err != nil {
 			return err

@@ -366,3 +366,34 @@ func TestReloadSameSizeAndTimeOtherBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadDirectoryGoneWhenRead: a directory listed but gone when read (a
+// tree being swapped) fails the load, naming it, rather than dropping its
+// files, which may be back a moment later; the next load finds them.
+func TestLoadDirectoryGoneWhenRead(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "a.yaml", clusterYAML("a", 1))
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "sub/b.yaml", clusterYAML("b", 1))
+	f := raceFS{FS: os.DirFS(dir), gone: map[string]bool{}, broken: map[string]bool{}}
+	l := configdir.NewFSLoader(f, dir)
+	first, err := l.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gone["sub"] = true
+	if _, err := l.Load(); err == nil || !strings.Contains(err.Error(), "directory removed while it was read") ||
+		!strings.Contains(err.Error(), "sub") {
+		t.Fatalf("Load with a directory gone while it walked: %v, want it failed, naming sub", err)
+	}
+	delete(f.gone, "sub")
+	got, err := l.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(versions(got), versions(first)) {
+		t.Fatalf("Load with the directory back gave %v, want %v", versions(got), versions(first))
+	}
+}

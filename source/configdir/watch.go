@@ -427,6 +427,10 @@ func (w *watch) load() time.Duration {
 	// walks the directory and reads whatever changed.
 	var problems *Error
 	w.full = err != nil && !errors.As(err, &problems)
+	vanished := errors.Is(err, errVanished)
+	if vanished && (due == 0 || Settle < due) {
+		due = Settle // walk again once the swap is done
+	}
 	switch {
 	case err == nil:
 		if !w.first.IsZero() {
@@ -435,7 +439,9 @@ func (w *watch) load() time.Duration {
 		w.loaded = true
 		w.stopRejection()
 		w.apply(res)
-	case problems != nil && w.loaded:
+	case problems != nil && w.loaded, vanished:
+		// Held: a writer's next step may mend it (a tree being swapped
+		// is whole again by the next walk, after Settle).
 		w.holdRejection(err)
 	default:
 		w.stopRejection() // this newer error is the one to report

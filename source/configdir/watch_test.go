@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -876,4 +877,48 @@ func TestWatchDottedDirectoryMovedOut(t *testing.T) {
 		}
 		w.until(t, want(t, map[string]string{"a.yaml": clusterYAML("a", 1)}))
 	})
+}
+
+// vanishFS is a directory whose subdirectory dir, listed, cannot be opened
+// the next left times, as if removed between its listing and its reading.
+type vanishFS struct {
+	fs.FS
+	dir  string
+	left atomic.Int32
+}
+
+func (f *vanishFS) Open(name string) (fs.File, error) {
+	if name == f.dir && f.left.Add(-1) >= 0 {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
+	}
+	return f.FS.Open(name)
+}
+
+// TestWatchDirectoryGoneWhenRead: a load that finds a directory gone as it
+// walks (a tree being swapped) is neither served nor reported at once:
+// Watch holds the error, walks again shortly, and serves the whole tree.
+func TestWatchDirectoryGoneWhenRead(t *testing.T) {
+	held := configdir.SetRejectAfter(t, time.Hour)
+	dir := t.TempDir()
+	files := map[string]string{"a.yaml": clusterYAML("a", 1), "sub/b.yaml": clusterYAML("b", 1)}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		write(t, dir, name, body)
+	}
+	f := &vanishFS{FS: os.DirFS(dir), dir: "sub"}
+	f.left.Store(2)
+	w := startWatch(t, configdir.NewFSLoader(f, dir), dir)
+	if got, want := versions(w.result(t)), want(t, files); !slices.Equal(got, want) {
+		t.Fatalf("first configuration served: %v, want %v", got, want)
+	}
+	select {
+	case err := <-held:
+		if !strings.Contains(err.Error(), "directory removed while it was read") {
+			t.Fatalf("held %v", err)
+		}
+	default:
+		t.Fatal("no rejection held")
+	}
 }
