@@ -37,7 +37,8 @@ type Resource struct {
 	// Message is the decoded message. It must not be modified.
 	Message proto.Message
 	// DependsOn names the resources of type DependsOnType that a client
-	// fetches because of this one: a cluster's endpoints, a listener's
+	// fetches because of this one, on the stream it got this one on (the
+	// config source is ads or self): a cluster's endpoints, a listener's
 	// routes. The ADS ordering waits for them (PROTOCOL O1).
 	DependsOn []string
 	// DependsOnType is the type of DependsOn's resources; nil when there
@@ -101,7 +102,7 @@ func New(m proto.Message, opts ...Option) (*Resource, error) {
 	r.Version = hex.EncodeToString(sum[:8])
 	nh := sha256.Sum256([]byte(r.Name + "\x00" + r.Version))
 	r.hash = binary.LittleEndian.Uint64(nh[:8])
-	r.DependsOnType, r.DependsOn = Dependencies(m)
+	r.DependsOnType, r.DependsOn = adsDependencies(m)
 	if vh, ok := m.(*routev3.VirtualHost); ok {
 		r.Aliases = vhostAliases(r.Name, vh.GetDomains())
 	}

@@ -8,8 +8,11 @@ import (
 	"time"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
@@ -302,6 +305,53 @@ func TestADSOrder(t *testing.T) {
 		if want := []string{"cds +c1", "lds +l1", "rds +r1"}; !slices.Equal(c.log, want) {
 			t.Fatalf("order = %q, want %q", c.log, want)
 		}
+	})
+
+	// A client that rejects a cluster of its first clusters response never
+	// asks for that cluster's endpoints: the listeners wait only for the
+	// endpoints it asks for (found by the review of the warm gate).
+	nacked := []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("cbad"),
+		rawxds.Endpoints("cbad", 2), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")}
+	t.Run("O1_rejected_cluster_does_not_hold_listeners_sotw", func(t *testing.T) {
+		s := startHeld(t, nacked...).ADS(t)
+		s.Send(req(cds))
+		r := s.Recv()
+		wantNames(t, r, "c1", "cbad")
+		s.Send(nack(r, "", "cbad rejected"))
+		s.Send(req(eds, "c1"))
+		r = s.Recv()
+		wantNames(t, r, "c1")
+		s.Send(ack(r, "c1"))
+		s.Send(req(lds))
+		wantNames(t, s.Recv(), "l1") // with the gate stuck shut, Recv times out
+	})
+	t.Run("O1_rejected_cluster_does_not_hold_listeners_delta", func(t *testing.T) {
+		s := startHeld(t, nacked...).DeltaADS(t)
+		s.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("envoy"), TypeUrl: cds})
+		r := s.Recv()
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: cds, ResponseNonce: r.Nonce, ErrorDetail: &status.Status{Code: 3, Message: "cbad rejected"}})
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"c1"}})
+		r = s.Recv()
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r.Nonce})
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: lds})
+		if r := s.Recv(); r.TypeUrl != lds {
+			t.Fatalf("got %s, want the listeners", short(r.TypeUrl))
+		}
+	})
+
+	// A cluster whose endpoints come from another config source (a file,
+	// an api_config_source of their own) is never followed by an endpoints
+	// request on this stream: the listeners do not wait for one.
+	t.Run("O1_endpoints_from_another_source_not_waited_for", func(t *testing.T) {
+		c := rawxds.Cluster("c1").Message.(*clusterv3.Cluster)
+		c = proto.CloneOf(c)
+		c.EdsClusterConfig.EdsConfig = &corev3.ConfigSource{ConfigSourceSpecifier: &corev3.ConfigSource_PathConfigSource{
+			PathConfigSource: &corev3.PathConfigSource{Path: "/etc/envoy/eds.yaml"}}}
+		s := startHeld(t, resource.MustNew(c), rawxds.Endpoints("c1", 1), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")).ADS(t)
+		s.Send(req(cds))
+		wantNames(t, s.Recv(), "c1")
+		s.Send(req(lds))
+		wantNames(t, s.Recv(), "l1") // with the gate stuck shut, Recv times out
 	})
 
 	// One type with one upsert and one removal: the removal does not ride

@@ -16,7 +16,10 @@ import (
 // The gate waits also for a dependency type the client has not asked for
 // yet: a client that asks for clusters and listeners at once (as one that
 // reconnects does) asks for the endpoints only once it has the clusters.
-// A client that never asks is waited for at most Config.WarmTimeout.
+// A client that never asks is waited for at most Config.WarmTimeout. After
+// a NACK (the client rejected some of what it was sent, and will not ask
+// for their dependencies) the gate waits only for the dependencies the
+// client has asked for.
 //
 // The gate keeps the responses' items themselves (their slices are read
 // only, often shared between streams), each cut to its first item whose
@@ -26,13 +29,14 @@ import (
 type warmGate struct {
 	pending  [][]item // sent items from the first with unmet dependencies, one slice per response
 	eds      bool     // some pending item waits for endpoints (set by refresh)
+	nacked   bool     // a NACK came while waiting: wait only for what the client asked for
 	timer    *time.Timer
 	deadline time.Time // when the wait times out; zero when not waiting
 }
 
 // arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
-	rest := unmetFrom(st, sent)
+	rest := g.unmetFrom(st, sent)
 	if len(rest) == 0 {
 		return
 	}
@@ -47,14 +51,18 @@ func (g *warmGate) arm(st *stream, sent []item) {
 // removals must not ride along with it (make before break: a cluster
 // replaced by another is removed after the new one's endpoints are sent).
 func (g *warmGate) waitsFor(st *stream, sent []item) bool {
-	return len(unmetFrom(st, sent)) > 0
+	return len(g.unmetFrom(st, sent)) > 0
 }
+
+// nack notes that the client rejected a response: what it rejected, it
+// will not ask the dependencies of.
+func (g *warmGate) nack() { g.nacked = len(g.pending) > 0 }
 
 // unmetFrom returns items from the first whose dependencies the client does
 // not hold at their current version; nil when it holds them all.
-func unmetFrom(st *stream, items []item) []item {
+func (g *warmGate) unmetFrom(st *stream, items []item) []item {
 	for i, it := range items {
-		if !met(st, it.res) {
+		if !g.met(st, it.res) {
 			return items[i:]
 		}
 	}
@@ -62,8 +70,8 @@ func unmetFrom(st *stream, items []item) []item {
 }
 
 // met reports whether the client holds the current version of each of r's
-// dependencies that the snapshot has.
-func met(st *stream, r *resource.Resource) bool {
+// dependencies that the snapshot has (after a NACK, of each it asked for).
+func (g *warmGate) met(st *stream, r *resource.Resource) bool {
 	if r == nil || r.DependsOnType == nil {
 		return true
 	}
@@ -76,9 +84,15 @@ func met(st *stream, r *resource.Resource) bool {
 		if dep == nil || !dep.active {
 			return false // not asked for yet
 		}
-		if held, _ := dep.heldAt(name); held == nil || held.Version != cur.Version {
-			return false
+		if held, _ := dep.heldAt(name); held != nil && held.Version == cur.Version {
+			continue
 		}
+		if g.nacked && !dep.wildcard {
+			if e := dep.lookup(name); e == nil || e.flags&fNamed == 0 {
+				continue // not asked for: maybe of a resource rejected
+			}
+		}
+		return false
 	}
 	return true
 }
@@ -89,7 +103,7 @@ func (g *warmGate) refresh(st *stream) bool {
 	g.eds = false
 	kept := g.pending[:0]
 	for _, items := range g.pending {
-		if items = unmetFrom(st, items); len(items) > 0 {
+		if items = g.unmetFrom(st, items); len(items) > 0 {
 			kept = append(kept, items)
 			g.eds = g.eds || items[0].res.DependsOnType == edsType
 		}
@@ -122,7 +136,7 @@ func (g *warmGate) due(now time.Time) bool {
 
 // clear opens the gate and stops its timer.
 func (g *warmGate) clear() {
-	g.pending, g.eds = nil, false
+	g.pending, g.eds, g.nacked = nil, false, false
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
