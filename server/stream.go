@@ -510,7 +510,7 @@ func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
 	if nack {
-		st.warm.nack()
+		st.warm.nack(ts.t)
 		msg = clip(msg)
 		// A client may NACK the same version again and again (a SotW TTL
 		// refresh sends it every TTL/2): the first of a run is a warning,

@@ -29,7 +29,7 @@ import (
 type warmGate struct {
 	pending  [][]item // sent items from the first with unmet dependencies, one slice per response
 	eds      bool     // some pending item waits for endpoints (set by refresh)
-	nacked   bool     // a NACK came while waiting: wait only for what the client asked for
+	nacked   bool     // a pending type was NACKed: wait only for what the client asked for
 	timer    *time.Timer
 	deadline time.Time // when the wait times out; zero when not waiting
 }
@@ -54,9 +54,15 @@ func (g *warmGate) waitsFor(st *stream, sent []item) bool {
 	return len(g.unmetFrom(st, sent)) > 0
 }
 
-// nack notes that the client rejected a response: what it rejected, it
-// will not ask the dependencies of.
-func (g *warmGate) nack() { g.nacked = len(g.pending) > 0 }
+// nack notes that the client rejected a response of type t: what it
+// rejected, it will not ask the dependencies of.
+func (g *warmGate) nack(t *resource.Type) {
+	for _, items := range g.pending {
+		if items[0].res.Type == t {
+			g.nacked = true
+		}
+	}
+}
 
 // unmetFrom returns items from the first whose dependencies the client does
 // not hold at their current version; nil when it holds them all.
