@@ -97,7 +97,10 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		return err
 	}
 	defer n.close()
-	if err := addTree(n, rootPath(dir)); err != nil {
+	rootGone := false
+	if err := addTree(n, rootPath(dir)); errors.Is(err, fs.ErrNotExist) {
+		rootGone = true // gone between its walk's look and its watch
+	} else if err != nil {
 		return err
 	}
 	// The parent too, for what becomes of dir's own name: a link swapped
@@ -114,7 +117,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		l.writerOpen = w.writerOpen
 		defer func() { l.writerOpen = nil }()
 	}
-	if _, err := os.Stat(dir); err != nil {
+	if _, err := os.Stat(dir); err != nil || rootGone {
 		// Not there yet: looked for every RootRetry, as if it went, but
 		// reported at once.
 		w.rewatch, w.missing = true, 1
@@ -280,8 +283,8 @@ func (w *watch) notice(nt notice) {
 		// A directory created, removed or renamed: walk again. A link to
 		// a directory is not followed, as Load does not follow it.
 		if info, err := os.Lstat(nt.path); err == nil && info.IsDir() {
-			if err := addTree(w.n, nt.path); err != nil {
-				w.reject(&WatcherError{err})
+			if err := addTree(w.n, nt.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				w.reject(&WatcherError{err}) // gone already: the walk below finds what is there
 			}
 		} else if filepath.Ext(rel) != "" && !w.l.holdsUnder(filepath.ToSlash(rel)) {
 			return // some other file, not a directory ("example.com") moved away
@@ -512,19 +515,35 @@ func (w *watch) writerOpen(rel string, walk bool) (time.Time, writerState) {
 // addTree watches dir and its subdirectories, skipping hidden ones. Links
 // are not followed (Load does not follow links to directories either),
 // except dir itself when given as rootPath makes it.
+//
+// A subdirectory gone before it could be watched (a tree being swapped)
+// is skipped: the walk goes on to the others, and the load that follows
+// finds what is there now. Any other failure (the system's limit of
+// watches) does not stop the walk either; the first is returned. Only
+// dir itself gone is an fs.ErrNotExist.
 func addTree(n notifier, dir string) error {
-	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return nil
-		}
-		if !d.IsDir() {
+	var first error
+	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
 			return nil
 		}
 		if path != dir && strings.HasPrefix(d.Name(), ".") {
 			return filepath.SkipDir
 		}
-		return n.add(path)
+		if err := n.add(path); err != nil {
+			if path != dir && errors.Is(err, fs.ErrNotExist) {
+				return filepath.SkipDir
+			}
+			if first == nil {
+				first = err
+			}
+			if path == dir {
+				return filepath.SkipAll
+			}
+		}
+		return nil
 	})
+	return first
 }
 
 // lookAtHidden sets full if a hidden name events named since the last
