@@ -339,6 +339,32 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 
+	// A NACK of another type (here the endpoints) says nothing of which
+	// dependencies the client will ask for: the listeners still wait for
+	// the endpoints of every cluster sent.
+	twoClusters := []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("c2"),
+		rawxds.Endpoints("c2", 2), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")}
+	t.Run("O1_nack_of_endpoints_does_not_loosen_the_gate_sotw", func(t *testing.T) {
+		s := startHeld(t, twoClusters...).ADS(t)
+		s.Send(req(cds))
+		r := s.Recv()
+		wantNames(t, r, "c1", "c2")
+		s.Send(ack(r))
+		s.Send(req(eds, "c1"))
+		r = s.Recv()
+		wantNames(t, r, "c1")
+		s.Send(nack(r, "", "c1 rejected", "c1"))
+		s.Send(req(lds))
+		s.Send(req(eds, "c1", "c2"))
+		r = s.Recv()
+		if r.TypeUrl != eds {
+			t.Fatalf("got %s before the endpoints of c2", short(r.TypeUrl))
+		}
+		wantNames(t, r, "c2") // c1 as rejected is not sent again
+		s.Send(ack(r, "c1", "c2"))
+		wantNames(t, s.Recv(), "l1")
+	})
+
 	// A cluster whose endpoints come from another config source (a file,
 	// an api_config_source of their own) is never followed by an endpoints
 	// request on this stream: the listeners do not wait for one.
