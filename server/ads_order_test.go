@@ -339,6 +339,62 @@ func TestADSOrder(t *testing.T) {
 		}
 	})
 
+	// A client that rejects every cluster asks for no endpoints at all.
+	t.Run("O1_every_cluster_rejected_does_not_hold_listeners_sotw", func(t *testing.T) {
+		s := startHeld(t, rawxds.Cluster("cbad"), rawxds.Endpoints("cbad", 2),
+			rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "cbad")).ADS(t)
+		s.Send(req(cds))
+		r := s.Recv()
+		wantNames(t, r, "cbad")
+		s.Send(nack(r, "", "cbad rejected"))
+		s.Send(req(lds))
+		wantNames(t, s.Recv(), "l1") // with the gate stuck shut, Recv times out
+	})
+
+	// A NACK loosens the gate for the responses sent before it, one of
+	// which it rejected, not for those sent after it: a cluster new in a
+	// later response holds the listeners until its endpoints are sent
+	// (found by the review of c8a3fdf).
+	t.Run("O1_nack_does_not_loosen_clusters_sent_after_it_sotw", func(t *testing.T) {
+		e := startHeld(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))
+		s := e.ADS(t)
+		s.Send(req(cds))
+		s.Send(ack(s.Recv()))
+		s.Send(req(eds, "c1"))
+		e1 := s.Recv()
+		s.Send(ack(e1, "c1"))
+		s.Send(req(lds))
+		s.Send(ack(s.Recv()))
+		s.Send(req(rds, "r1"))
+		s.Send(ack(s.Recv(), "r1"))
+		more := func(port uint32, rs ...*resource.Resource) {
+			publish(e, append([]*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", port), rawxds.Cluster("c2"),
+				rawxds.Endpoints("c2", 2), rawxds.Cluster("cbad"), rawxds.Endpoints("cbad", 9)}, rs...)...)
+		}
+		more(1, rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))
+		c2 := s.Recv()
+		wantNames(t, c2, "c1", "c2", "cbad")
+		more(11, rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")) // the endpoints change meanwhile
+		e2 := s.Recv()
+		wantNames(t, e2, "c1")
+		s.Send(ack(e1, "c1", "c2")) // names c2, on the nonce of before e2: not answered
+		more(11, rawxds.Cluster("c3"), rawxds.Endpoints("c3", 3), rawxds.RDSListener("l1", "r3"), rawxds.Route("r3", "c3"))
+		s.Send(nack(c2, "", "cbad rejected"))
+		c3 := s.Recv()
+		wantNames(t, c3, "c1", "c2", "c3", "cbad")
+		s.Send(ack(e2, "c1", "c2"))
+		r := s.Recv()
+		wantNames(t, r, "c2")
+		s.Send(ack(r, "c1", "c2", "c3"))
+		if r = s.Recv(); r.TypeUrl != eds {
+			t.Fatalf("got %s %v before the endpoints of c3", short(r.TypeUrl), rawxds.Names(r))
+		}
+		wantNames(t, r, "c3")
+		s.Send(ack(r, "c1", "c2", "c3"))
+		s.Send(nack(c3, "", "cbad rejected"))
+		wantNames(t, s.Recv(), "l1")
+	})
+
 	// A NACK of another type (here the endpoints) says nothing of which
 	// dependencies the client will ask for: the listeners still wait for
 	// the endpoints of every cluster sent.

@@ -27,20 +27,28 @@ import (
 // copied per name. Guarded by the stream's lock; the timer wakes the
 // stream.
 type warmGate struct {
-	pending  [][]item // sent items from the first with unmet dependencies, one slice per response
-	eds      bool     // some pending item waits for endpoints (set by refresh)
-	nacked   bool     // a pending type was NACKed: wait only for what the client asked for
+	pending  []pendingSent // one per response with unmet dependencies
+	eds      bool          // some pending item waits for endpoints (set by refresh)
 	timer    *time.Timer
 	deadline time.Time // when the wait times out; zero when not waiting
 }
 
+// pendingSent is what the gate keeps of one response.
+type pendingSent struct {
+	items []item // the response's items from the first with unmet dependencies
+	// nacked: a NACK of the type came after the response, which may have
+	// been the one rejected: its items wait only for what the client
+	// asked for. A response sent after the NACK is not loosened by it.
+	nacked bool
+}
+
 // arm records the dependencies of the resources just sent.
 func (g *warmGate) arm(st *stream, sent []item) {
-	rest := g.unmetFrom(st, sent)
+	rest := g.unmetFrom(st, sent, false)
 	if len(rest) == 0 {
 		return
 	}
-	g.pending = append(g.pending, rest)
+	g.pending = append(g.pending, pendingSent{items: rest})
 	if g.timer == nil {
 		g.deadline = time.Now().Add(st.srv.cfg.WarmTimeout)
 		g.timer = time.AfterFunc(st.srv.cfg.WarmTimeout, st.waker.wake)
@@ -51,24 +59,27 @@ func (g *warmGate) arm(st *stream, sent []item) {
 // removals must not ride along with it (make before break: a cluster
 // replaced by another is removed after the new one's endpoints are sent).
 func (g *warmGate) waitsFor(st *stream, sent []item) bool {
-	return len(g.unmetFrom(st, sent)) > 0
+	return len(g.unmetFrom(st, sent, false)) > 0
 }
 
 // nack notes that the client rejected a response of type t: what it
-// rejected, it will not ask the dependencies of.
+// rejected, it will not ask the dependencies of. Which of the responses
+// waiting it rejected is not known: each of type t waits only for what the
+// client asked for from now on.
 func (g *warmGate) nack(t *resource.Type) {
-	for _, items := range g.pending {
-		if items[0].res.Type == t {
-			g.nacked = true
+	for i := range g.pending {
+		if g.pending[i].items[0].res.Type == t {
+			g.pending[i].nacked = true
 		}
 	}
 }
 
 // unmetFrom returns items from the first whose dependencies the client does
-// not hold at their current version; nil when it holds them all.
-func (g *warmGate) unmetFrom(st *stream, items []item) []item {
+// not hold at their current version (if nacked, of those it asked for);
+// nil when it holds them all.
+func (g *warmGate) unmetFrom(st *stream, items []item, nacked bool) []item {
 	for i, it := range items {
-		if !g.met(st, it.res) {
+		if !met(st, it.res, nacked) {
 			return items[i:]
 		}
 	}
@@ -76,8 +87,9 @@ func (g *warmGate) unmetFrom(st *stream, items []item) []item {
 }
 
 // met reports whether the client holds the current version of each of r's
-// dependencies that the snapshot has (after a NACK, of each it asked for).
-func (g *warmGate) met(st *stream, r *resource.Resource) bool {
+// dependencies that the snapshot has (if nacked, of each it asked for: a
+// client that rejected r does not ask for its dependencies).
+func met(st *stream, r *resource.Resource, nacked bool) bool {
 	if r == nil || r.DependsOnType == nil {
 		return true
 	}
@@ -88,12 +100,15 @@ func (g *warmGate) met(st *stream, r *resource.Resource) bool {
 			continue // nothing to wait for
 		}
 		if dep == nil || !dep.active {
+			if nacked {
+				continue
+			}
 			return false // not asked for yet
 		}
 		if held, _ := dep.heldAt(name); held != nil && held.Version == cur.Version {
 			continue
 		}
-		if g.nacked && !dep.wildcard {
+		if nacked && !dep.wildcard {
 			if e := dep.lookup(name); e == nil || e.flags&fNamed == 0 {
 				continue // not asked for: maybe of a resource rejected
 			}
@@ -108,10 +123,10 @@ func (g *warmGate) met(st *stream, r *resource.Resource) bool {
 func (g *warmGate) refresh(st *stream) bool {
 	g.eds = false
 	kept := g.pending[:0]
-	for _, items := range g.pending {
-		if items = g.unmetFrom(st, items); len(items) > 0 {
-			kept = append(kept, items)
-			g.eds = g.eds || items[0].res.DependsOnType == edsType
+	for _, p := range g.pending {
+		if p.items = g.unmetFrom(st, p.items, p.nacked); len(p.items) > 0 {
+			kept = append(kept, p)
+			g.eds = g.eds || p.items[0].res.DependsOnType == edsType
 		}
 	}
 	clear(g.pending[len(kept):]) // let the dropped slices go
@@ -142,7 +157,7 @@ func (g *warmGate) due(now time.Time) bool {
 
 // clear opens the gate and stops its timer.
 func (g *warmGate) clear() {
-	g.pending, g.eds, g.nacked = nil, false, false
+	g.pending, g.eds = nil, false
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
