@@ -99,9 +99,9 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 	defer n.close()
 	rootGone := false
 	if err := addTree(n, rootPath(dir)); errors.Is(err, fs.ErrNotExist) {
-		rootGone = true // gone between its walk's look and its watch
+		rootGone = true // not there (yet): waited for below
 	} else if err != nil {
-		return err
+		reject(&WatcherError{err}) // some directory left unwatched: found by walks
 	}
 	// The parent too, for what becomes of dir's own name: a link swapped
 	// to another directory, or a directory renamed into place, made or
@@ -117,7 +117,7 @@ func Watch(ctx context.Context, l *Loader, dir string, apply func(*Result), reje
 		l.writerOpen = w.writerOpen
 		defer func() { l.writerOpen = nil }()
 	}
-	if _, err := os.Stat(dir); err != nil || rootGone {
+	if rootGone {
 		// Not there yet: looked for every RootRetry, as if it went, but
 		// reported at once.
 		w.rewatch, w.missing = true, 1
@@ -371,7 +371,10 @@ func (w *watch) load() time.Duration {
 		}
 	}
 	if w.rewatch {
-		if _, err := os.Stat(w.dir); err == nil && addTree(w.n, rootPath(w.dir)) == nil {
+		if err := addTree(w.n, rootPath(w.dir)); !errors.Is(err, fs.ErrNotExist) {
+			if err != nil {
+				w.reject(&WatcherError{err}) // there, but not all of it watched
+			}
 			w.rewatch, w.missing = false, 0
 			w.n.prune() // what the directory was, if it is now another
 		} else {
@@ -519,11 +522,15 @@ func (w *watch) writerOpen(rel string, walk bool) (time.Time, writerState) {
 // A subdirectory gone before it could be watched (a tree being swapped)
 // is skipped: the walk goes on to the others, and the load that follows
 // finds what is there now. Any other failure (the system's limit of
-// watches) does not stop the walk either; the first is returned. Only
-// dir itself gone is an fs.ErrNotExist.
+// watches) does not stop the walk either; the first is returned. The
+// error is an fs.ErrNotExist only when dir itself is not there.
 func addTree(n notifier, dir string) error {
 	var first error
 	_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil && path == dir {
+			first = err // dir not there, or not readable
+			return filepath.SkipAll
+		}
 		if err != nil || !d.IsDir() {
 			return nil
 		}
