@@ -220,6 +220,7 @@ type fuzzClient struct {
 	nonceList   []string          // in order
 	requested   map[string]bool   // type URLs the client has asked for
 	inFlight    map[string]string // type URL -> nonce not yet answered
+	superseded  map[string]bool   // type URL -> a request asked for more since inFlight's response
 	lastNonce   map[string]string // type URL -> latest nonce sent
 	lastVersion map[string]string // type URL -> latest version_info sent
 	lastNames   map[string][]string
@@ -374,7 +375,7 @@ func (fc *fuzzClient) checkConverged() {
 func newFuzzClient(t *testing.T, data []byte, delta bool) *fuzzClient {
 	fc := &fuzzClient{
 		t: t, pool: fuzzResources(), c: cache.New(nil), delta: delta, in: fuzzInput(data),
-		nonces: map[string]bool{}, requested: map[string]bool{}, inFlight: map[string]string{},
+		nonces: map[string]bool{}, requested: map[string]bool{}, inFlight: map[string]string{}, superseded: map[string]bool{},
 		lastNonce: map[string]string{}, lastVersion: map[string]string{}, lastNames: map[string][]string{},
 		models: map[string]*fuzzModel{},
 	}
@@ -537,11 +538,44 @@ func (fc *fuzzClient) handle(req proto.Message) {
 	answered := nonce != "" && nonce == fc.inFlight[t.URL]
 	if answered {
 		delete(fc.inFlight, t.URL)
+		delete(fc.superseded, t.URL)
 	}
+	m := fc.model(t.URL)
+	wasWildcard, had := m.wildcard, maps.Clone(m.names)
 	fc.track(t, req, answered)
 	if !fc.delta {
 		fc.lastNames[t.URL] = names
 	}
+	// S7, D2: a request that asks for more than the response in flight,
+	// and is not its reply, may be answered before that reply.
+	if fc.inFlight[t.URL] == "" {
+		return
+	}
+	switch r := req.(type) {
+	case *discovery.DiscoveryRequest:
+		grew := m.wildcard && !wasWildcard
+		for n := range m.names {
+			grew = grew || !had[n]
+		}
+		if grew && nonce == "" {
+			fc.superseded[t.URL] = true
+		}
+	case *discovery.DeltaDiscoveryRequest:
+		if len(r.GetResourceNamesSubscribe()) > 0 {
+			fc.superseded[t.URL] = true
+		}
+	}
+}
+
+// pend records apply as what the client does with the response just
+// sent, once it has done what it does with those before it (a response
+// sent while another was in flight, which a request superseded).
+func (m *fuzzModel) pend(apply func()) {
+	if prev := m.pending; prev != nil {
+		m.pending = func() { prev(); apply() }
+		return
+	}
+	m.pending = apply
 }
 
 // kick takes a pending snapshot from the watcher, as a turn does.
@@ -663,9 +697,10 @@ func (fc *fuzzClient) checkHeader(url, nonce, version string) *resource.Type {
 	if !fc.requested[url] {
 		t.Fatalf("response of type %s, which the client never asked for", url)
 	}
-	if prev := fc.inFlight[url]; prev != "" {
-		t.Fatalf("response %s of %s sent while %s is not yet ACKed", nonce, url, prev)
+	if prev := fc.inFlight[url]; prev != "" && !fc.superseded[url] {
+		t.Fatalf("response %s of %s sent while %s is not yet ACKed and no request superseded it", nonce, url, prev)
 	}
+	delete(fc.superseded, url)
 	fc.inFlight[url] = nonce
 	fc.lastNonce[url] = nonce
 	fc.lastVersion[url] = version
@@ -704,7 +739,7 @@ func (fc *fuzzClient) checkSotw(resp *discovery.DiscoveryResponse) error {
 	seen := map[string]bool{}
 	got := map[string]string{}
 	m := fc.model(typ.URL)
-	m.pending = func() {
+	m.pend(func() {
 		if typ.FullState {
 			clear(m.held) // S9: the response is the whole state
 		}
@@ -713,7 +748,7 @@ func (fc *fuzzClient) checkSotw(resp *discovery.DiscoveryResponse) error {
 				m.held[n] = v
 			}
 		}
-	}
+	})
 	for _, a := range resp.GetResources() {
 		var name, version string
 		if a.GetTypeUrl() == fuzzWrapperURL {
@@ -754,7 +789,7 @@ func (fc *fuzzClient) checkDelta(resp *discovery.DeltaDiscoveryResponse) error {
 	typ := fc.checkHeader(resp.GetTypeUrl(), resp.GetNonce(), resp.GetSystemVersionInfo())
 	seen := map[string]bool{}
 	m := fc.model(typ.URL)
-	m.pending = func() {
+	m.pend(func() {
 		for _, dr := range resp.GetResources() {
 			if dr.GetResource() == nil {
 				delete(m.held, dr.GetName())
@@ -765,7 +800,7 @@ func (fc *fuzzClient) checkDelta(resp *discovery.DeltaDiscoveryResponse) error {
 		for _, n := range resp.GetRemovedResources() {
 			delete(m.held, n)
 		}
-	}
+	})
 	for _, dr := range resp.GetResources() {
 		name := dr.GetName()
 		if seen[name] {

@@ -37,9 +37,10 @@ func (st *stream) needsFirst(ts *typeState) bool {
 // (O1): upserts type by type (clusters, endpoints, secrets, extension
 // configs, listeners, routes, scoped routes, virtual hosts, runtime), then
 // removals (listeners first, clusters and endpoints last). A type with an
-// un-ACKed response sends nothing more (at most one in flight per type) and
-// holds back every later type that has work, so an update is never
-// overtaken by one that depends on it. Listener and route updates also wait
+// un-ACKed response sends nothing more (at most one in flight per type,
+// unless a request asked for more since: paced) and holds back every
+// later type that has work, so an update is never overtaken by one that
+// depends on it. Listener and route updates also wait
 // for the client to request the endpoints of new clusters, and removals for
 // the routes of new listeners (warmGate).
 func (st *stream) push() error {
@@ -69,9 +70,10 @@ func (st *stream) push() error {
 	for i := range slots {
 		s := &slots[i]
 		if len(s.w.upserts) == 0 && !st.needsFirst(s.ts) {
+			s.ts.superseded = false // nothing answers the request: back to the pace
 			continue
 		}
-		if blocked || s.ts.waiting || st.warm.holdsUpsert(st, s.ts.t) {
+		if blocked || s.ts.paced() || st.warm.holdsUpsert(st, s.ts.t) {
 			blocked, st.held = true, true
 			continue
 		}
@@ -110,7 +112,7 @@ func (st *stream) push() error {
 			if s.ts.t != t || len(s.w.removals) == 0 {
 				continue
 			}
-			if s.ts.waiting {
+			if s.ts.paced() {
 				st.held = true
 				return nil // later removals wait for this one
 			}

@@ -426,10 +426,18 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 	first := !ts.active
 	ts.active = true
 	if !ts.namesKnown || ts.namesDigest != d {
+		grew := false
 		if names := req.GetResourceNames(); !first || !ts.adoptNames(st.snap, names, fNamed|fResend) {
-			ts.setNames(names)
+			grew = ts.setNames(names)
 		}
 		ts.namesDigest, ts.namesKnown = d, true
+		// A spontaneous request (no nonce: never stale) that asks for
+		// more than the response in flight is answered without waiting
+		// for that response's reply (S7): the client sent it before it
+		// saw that response, whose reply may never come.
+		if grew && nonce == "" && ts.waiting {
+			ts.superseded = true
+		}
 	}
 	// Resume only a subscription to everything (S13): of one by name, the
 	// version does not tell which of the names the client still holds.
@@ -453,7 +461,8 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 		return err
 	}
 	ts := st.state(t)
-	if nonce := req.GetResponseNonce(); nonce != "" && nonce == ts.nonce {
+	nonce := req.GetResponseNonce()
+	if nonce != "" && nonce == ts.nonce {
 		st.recordReply(ts, ts.lastVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 		if ts.nDropped > 0 && !ts.wildcard && !slices.Contains(req.GetResourceNamesSubscribe(), wildcardName) {
 			// What it stopped naming while the response was in flight
@@ -473,6 +482,14 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 	if !first || len(unsub) > 0 || len(req.GetInitialResourceVersions()) > 0 || !ts.adoptNames(st.snap, sub, fNamed) {
 		ts.subscribe(sub, unsub, first)
 	}
+	// A subscription that is not the reply to the response in flight (a
+	// stale nonce, or none) is answered without waiting for that reply
+	// (D2, S7): Envoy ACKs the response it has just applied and
+	// subscribes to what it brought in one request, while a newer
+	// response may be on its way.
+	if len(sub) > 0 && ts.waiting && nonce != ts.nonce {
+		ts.superseded = true
+	}
 	if first && len(req.GetInitialResourceVersions()) > 0 {
 		// What the client has of what it subscribes to (D6); it drops the
 		// rest, which a later subscription must send again.
@@ -489,7 +506,7 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 
 // await records that ts's latest response, nonce, awaits its reply.
 func (st *stream) await(ts *typeState, nonce string) {
-	ts.nonce = nonce
+	ts.nonce, ts.superseded = nonce, false
 	if !ts.waiting {
 		ts.waiting = true
 		st.srv.awaiting.Add(1)
@@ -499,6 +516,7 @@ func (st *stream) await(ts *typeState, nonce string) {
 // stopWaiting records that ts's latest response awaits no reply any more:
 // it was answered, or the stream ended.
 func (st *stream) stopWaiting(ts *typeState) {
+	ts.superseded = false
 	if ts.waiting {
 		ts.waiting = false
 		st.srv.awaiting.Add(-1)

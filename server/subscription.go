@@ -33,7 +33,11 @@ type typeState struct {
 	// Outstanding response.
 	nonce   string // latest nonce sent for this type, "" if none
 	waiting bool   // that response is not yet ACKed or NACKed
-	sent    bool   // at least one response was sent for this type
+	// superseded says that a request since that response asks for more
+	// than it carries: the next response need not wait for its reply,
+	// which may never come (PROTOCOL S7, D2; see paced).
+	superseded bool
+	sent       bool // at least one response was sent for this type
 	// beating says the outstanding response is a heartbeat; beatDue,
 	// that the type's heartbeat is to go as soon as it has no response
 	// in flight (see sendHeartbeats, recordAccepted); beatDeferred, that
@@ -84,8 +88,9 @@ func subscriptionKeys(names []string) ([]string, bool) {
 }
 
 // setNames replaces the SotW subscription with names (PROTOCOL S7, S8).
-// It returns whether the subscription changed.
-func (ts *typeState) setNames(names []string) bool {
+// It returns whether the subscription grew: it names what it did not, or
+// became a wildcard.
+func (ts *typeState) setNames(names []string) (grew bool) {
 	ts.own()
 	keys, wildcard := subscriptionKeys(names)
 	if len(names) > 0 {
@@ -109,13 +114,14 @@ func (ts *typeState) setNames(names []string) bool {
 	// covered it before and still does; so is one the wildcard covers again
 	// after it was dropped.
 	resend := !(wildcard && ts.wildcard)
-	if wildcard && !ts.wildcard && ts.resendDropped() {
+	grew = wildcard && !ts.wildcard
+	if grew && ts.resendDropped() {
 		changed = true
 	}
 	ts.mergeKeys(keys, func(_ int, e *keyEntry) {
 		if e.flags&fNamed == 0 {
 			e.flags |= fNamed
-			changed = true
+			changed, grew = true, true
 			if resend {
 				ts.setResend(e)
 			}
@@ -123,11 +129,16 @@ func (ts *typeState) setNames(names []string) bool {
 	})
 	ts.wildcard = wildcard
 	ts.compact()
-	if changed {
+	if changed || grew {
 		ts.reeval = true
 	}
-	return changed
+	return grew
 }
+
+// paced reports whether the type's next response waits for the reply to
+// the one in flight: one un-ACKed response per type is the pace, unless a
+// request has asked for more since (superseded).
+func (ts *typeState) paced() bool { return ts.waiting && !ts.superseded }
 
 // adoptNames applies a first subscription that names exactly snap's
 // resources of the type, in any order, each once, by sharing snap's list of
