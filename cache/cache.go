@@ -64,14 +64,21 @@ func (c *Cache) GroupOf(n *corev3.Node) string {
 // of an encoded node has it decoded here, if watchEncoded did not, the
 // first time a grouping other than the default asks; it keeps it while
 // there is such a grouping.
-func (c *Cache) groupOfLocked(w *Watcher) string {
-	if c.groupOf == nil {
+func (c *Cache) groupOfLocked(w *Watcher) string { return groupWith(c.groupOf, w) }
+
+// groupWith is groupOfLocked under groupOf rather than the grouping in
+// force. Call it with the cache's lock held.
+func groupWith(groupOf GroupFunc, w *Watcher) string {
+	if groupOf == nil {
+		if w.raw != nil {
+			w.node = nil // decoded again if a grouping needs it
+		}
 		return ""
 	}
 	if w.node == nil && w.raw != nil {
 		w.node = decodeNode(w.raw)
 	}
-	return c.groupOf(w.node)
+	return groupOf(w.node)
 }
 
 // decodeNode decodes the encoding of a node that watchEncoded's caller
@@ -89,26 +96,40 @@ func decodeNode(raw []byte) *corev3.Node {
 // without one, every published snapshot is kept. Call it when the rules
 // that decide groups change; a nil groupOf means DefaultGroup, without a
 // look at the nodes (those that xdsd's server keeps encoded are then not
-// decoded).
+// decoded). To change the grouping and the snapshots together, use
+// Publish.
 func (c *Cache) SetGrouping(groupOf GroupFunc, build BuildFunc) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.groupOf, c.build = groupOf, build
+	var moves []move
 	for name, g := range c.groups {
 		for w := range g.watchers {
-			if groupOf == nil && w.raw != nil {
-				w.node = nil // decoded again if a grouping needs it
+			if next := c.groupOfLocked(w); next != name {
+				moves = append(moves, move{w, g, next})
 			}
-			next := c.groupOfLocked(w)
-			if next == name {
-				continue
-			}
-			delete(g.watchers, w)
-			ng := c.builtGroupLocked(next)
-			ng.watchers[w] = struct{}{}
-			w.group = next
-			w.notifyAllLocked(ng.snap)
 		}
+	}
+	c.moveAllLocked(moves)
+}
+
+// move is a watcher's move from one group to another.
+type move struct {
+	w    *Watcher
+	from *group
+	to   string
+}
+
+// moveAllLocked moves each watcher to its new group (built if need be),
+// which it is to re-evaluate whole, then forgets the groups that no
+// watcher uses (see forgettableLocked).
+func (c *Cache) moveAllLocked(moves []move) {
+	for _, m := range moves {
+		delete(m.from.watchers, m.w)
+		ng := c.builtGroupLocked(m.to)
+		ng.watchers[m.w] = struct{}{}
+		m.w.group = m.to
+		m.w.notifyAllLocked(ng.snap)
 	}
 	for name, g := range c.groups {
 		if c.forgettableLocked(name, g) {

@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -331,53 +330,37 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 	d.apply(res)
 }
 
-// apply publishes a configuration that loaded: the node grouping of its
-// selectors, and a new snapshot for every group in use. One that cannot
-// be served to the nodes no selector matches (the loader's checks should
-// have caught why) is rejected, with nothing of it published. A group of
-// nodes that several selectors match, whose documents conflict, keeps its
-// last snapshot, and the error is logged.
+// apply publishes a configuration that loaded, in one step: the node
+// grouping of its selectors and a snapshot for every group in use. If a
+// group's snapshot does not build (the loader's checks should have caught
+// why), the configuration is rejected, with nothing of it published.
 func (d *Daemon) apply(res *configdir.Result) {
 	start := time.Now()
-	common, err := cache.NewSnapshotFrom(d.cache.Snapshot(""), res.GroupResources("")...)
-	if err != nil {
-		d.reject(fmt.Errorf("the configuration cannot be served: %w", err))
-		return
-	}
-	buildFrom := func(group string, last *cache.Snapshot) *cache.Snapshot {
-		if group == "" {
-			return common
-		}
-		snap, err := cache.NewSnapshotFrom(last, res.GroupResources(group)...)
-		if err != nil {
-			d.log.Error("building a node group's snapshot", "group", group, "error", err)
-			return nil
-		}
-		return snap
-	}
 	var groupOf cache.GroupFunc // nil without node selectors: the cache then never decodes the streams' nodes
 	if len(res.Scoped) > 0 {
 		groupOf = res.GroupOf
 	}
-	had := d.cache.Groups() // a group new to this load is all changed
-	d.cache.SetGrouping(groupOf, func(group string) *cache.Snapshot { return buildFrom(group, nil) })
-	groups := d.cache.Groups()
-	if !slices.Contains(groups, "") {
-		groups = append(groups, "")
+	changes, err := d.cache.Publish(cache.Publication{
+		GroupOf: groupOf,
+		Build: func(group string, last *cache.Snapshot) (*cache.Snapshot, error) {
+			// Built from the group's last snapshot, the new one shares
+			// everything the change left alone.
+			return cache.NewSnapshotFrom(last, res.GroupResources(group)...)
+		},
+		BuildFailed: func(group string, err error) {
+			d.log.Error("node group cannot be served; its nodes wait", "group", res.DescribeGroup(group), "error", err)
+		},
+	})
+	if be, ok := errors.AsType[*cache.BuildError](err); ok {
+		d.reject(fmt.Errorf("the configuration cannot be served to %s: %w", res.DescribeGroup(be.Group), be.Err))
+		return
+	} else if err != nil {
+		d.reject(fmt.Errorf("the configuration cannot be served: %w", err))
+		return
 	}
 	n := 0 // resources changed, over the groups
-	for _, g := range groups {
-		// Built from the group's last snapshot (SetGrouping keeps it), the
-		// new one shares everything the change left alone.
-		snap := buildFrom(g, d.cache.Snapshot(g))
-		if snap == nil {
-			continue
-		}
-		changes := d.cache.SetSnapshot(g, snap)
-		if !slices.Contains(had, g) {
-			changes = snap.Diff(nil) // the cache built it already, when asked for it above
-		}
-		for _, keys := range changes {
+	for _, ch := range changes {
+		for _, keys := range ch {
 			n += len(keys)
 		}
 	}

@@ -119,6 +119,16 @@ func (r *Result) GroupOf(n *corev3.Node) string {
 	return strings.Join(ids, "\x00")
 }
 
+// DescribeGroup names the nodes of a group, for messages: those that no
+// selector matches, or those that the selectors of the group's documents
+// match.
+func (r *Result) DescribeGroup(group string) string {
+	if group == "" {
+		return "the nodes no selector matches"
+	}
+	return "the nodes selected by " + strings.Join(strings.Split(group, "\x00"), " and by ")
+}
+
 // GroupResources returns what a group sees: the resources without a
 // selector, then those of each of its selectors; when two selected
 // documents define the same name, the one whose file sorts first wins.
