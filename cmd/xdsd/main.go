@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/source/etcdstore"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -88,6 +89,12 @@ func serve(args []string, stderr io.Writer) int {
 		kaTime    = fs.Duration("keepalive-time", 30*time.Second, "ping a client's connection once it has sent nothing for this long; 0 turns the pings off")
 		kaTimeout = fs.Duration("keepalive-timeout", 20*time.Second, "close a connection that has still sent nothing, nor taken any of a response, this long\nafter such a ping; 0 means 20s")
 		transport = fs.String("grpc-transport", "xdsd", "gRPC server transport: xdsd (its own HTTP/2 transport, made for large fleets of\nmostly idle streams) or grpc-go (grpc-go's)")
+		etcdURLs  = fs.String("etcd-endpoints", "", "comma-separated etcd client URLs: read the configuration from etcd instead of\n--config-dir (see docs/etcd.md)")
+		etcdPfx   = fs.String("etcd-prefix", etcdstore.DefaultPrefix, "prefix of xdsd's keys in etcd")
+		etcdCA    = fs.String("etcd-ca", "", "PEM CA bundle for TLS to etcd")
+		etcdCert  = fs.String("etcd-cert", "", "PEM client certificate for TLS to etcd")
+		etcdKey   = fs.String("etcd-key", "", "PEM private key for --etcd-cert")
+		replica   = fs.String("replica-name", "", "this replica's name, in its status; empty means the host name")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: xdsd serve [flags]\n\nServes the resources of --config-dir over xDS (ADS and per-type services, SotW and\nincremental) and reloads them when files change. Every flag may also be set with an\nenvironment variable: XDSD_ and the flag name in capitals with _ for -\n(for example XDSD_CONFIG_DIR); a flag given on the command line wins.\n\nFlags:\n")
@@ -139,6 +146,11 @@ func serve(args []string, stderr io.Writer) int {
 		GRPCTransport:    *transport,
 		KeepaliveTime:    cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
 		KeepaliveTimeout: *kaTimeout,
+		Etcd: daemon.EtcdOptions{
+			ClientConfig: etcdstore.ClientConfig{Endpoints: splitList(*etcdURLs), CA: *etcdCA, Cert: *etcdCert, Key: *etcdKey},
+			Prefix:       *etcdPfx,
+			ReplicaName:  *replica,
+		},
 	})
 	if err != nil {
 		logger.Error("xdsd stopped", "error", err)
@@ -175,4 +187,15 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format: %q is not text or json", format)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

@@ -45,7 +45,22 @@ func (d *Daemon) adminHandler() http.Handler {
 type StatusReport struct {
 	Ready   bool          `json:"ready"`
 	Config  ConfigStatus  `json:"config"`
+	Store   *StoreStatus  `json:"store,omitempty"`
 	Streams []StreamEntry `json:"streams"`
+}
+
+// StoreStatus tells how the configuration's store in etcd stands, for a
+// replica that reads it there.
+type StoreStatus struct {
+	Replica    string `json:"replica"`
+	Prefix     string `json:"prefix"`
+	Revision   int64  `json:"revision"`
+	Generation string `json:"generation,omitempty"`
+	Reachable  bool   `json:"reachable"`
+	// Since is when Reachable last changed.
+	Since *time.Time `json:"since,omitempty"`
+	// Error is why etcd was last found unreachable.
+	Error string `json:"error,omitempty"`
 }
 
 // ConfigStatus tells how loading went.
@@ -110,6 +125,14 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 		rep.Config.LastLoadedAt = &at
 	}
 	d.mu.Unlock()
+	if d.store != nil {
+		st := d.store.Status()
+		rep.Store = &StoreStatus{Replica: d.opts.Etcd.ReplicaName, Prefix: st.Prefix, Revision: st.Revision,
+			Generation: st.Generation, Reachable: st.Reachable, Error: st.Error}
+		if !st.Since.IsZero() {
+			rep.Store.Since = &st.Since
+		}
+	}
 	for _, s := range d.server.Status() {
 		e := StreamEntry{ID: s.ID, NodeID: s.Node.GetId(), Cluster: s.Node.GetCluster(), Variant: s.Variant,
 			Connected: s.Connected, LastError: s.LastError, Types: []TypeEntry{}}
@@ -193,5 +216,14 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		"Time from a configuration change's first file event until its files were read and parsed, for each configuration that loaded.")
 	d.publishes.WritePrometheus(w, "xdsd_config_publish_seconds",
 		"Time to publish a configuration that loaded: building the snapshots and handing the changes to the streams.")
+	if d.store != nil {
+		st := d.store.Status()
+		reachable := 0.0
+		if st.Reachable {
+			reachable = 1
+		}
+		metrics.WriteSingle(w, "xdsd_store_revision", "gauge", "The latest etcd revision of the configuration read, applied or rejected.", float64(st.Revision))
+		metrics.WriteSingle(w, "xdsd_store_reachable", "gauge", "Whether etcd answered the latest probe.", reachable)
+	}
 	metrics.WriteProcess(w)
 }

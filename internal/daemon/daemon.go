@@ -34,6 +34,7 @@ import (
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
+	"github.com/xdsd/xdsd/source/etcdstore"
 )
 
 // Options configures the daemon. Addresses use host:port; an empty
@@ -86,6 +87,20 @@ type Options struct {
 	KeepaliveTime, KeepaliveTimeout time.Duration
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
+	// Etcd, when its Endpoints are set, is where the configuration is
+	// read, instead of ConfigDir (see package etcdstore).
+	Etcd EtcdOptions
+}
+
+// EtcdOptions configures the configuration's store in etcd.
+type EtcdOptions struct {
+	etcdstore.ClientConfig
+	// Prefix is the prefix of xdsd's keys; empty means
+	// etcdstore.DefaultPrefix.
+	Prefix string
+	// ReplicaName names this replica in its status; empty means the
+	// host name.
+	ReplicaName string
 }
 
 // Addrs are the addresses the daemon listens on.
@@ -102,7 +117,8 @@ type Daemon struct {
 	log    *slog.Logger
 	cache  *cache.Cache
 	server *server.Server
-	writer *fileout.Writer // nil without WriteDir; used by writeFilesLoop only
+	writer *fileout.Writer    // nil without WriteDir; used by writeFilesLoop only
+	store  *etcdstore.Replica // nil without Etcd.Endpoints
 	// filesDue tells writeFilesLoop that a configuration was published
 	// (one waiting signal at most); nil without WriteDir.
 	filesDue chan struct{}
@@ -142,6 +158,20 @@ func Run(ctx context.Context, o Options) error {
 	}
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
 	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
+	if len(o.Etcd.Endpoints) > 0 {
+		if o.ConfigDir != "" {
+			return errors.New("give a config dir or etcd endpoints, not both")
+		}
+		if d.opts.Etcd.ReplicaName == "" {
+			d.opts.Etcd.ReplicaName, _ = os.Hostname()
+		}
+		cli, err := etcdstore.NewClient(o.Etcd.ClientConfig)
+		if err != nil {
+			return err
+		}
+		defer cli.Close()
+		d.store = etcdstore.NewReplica(etcdstore.Config{Client: cli, Prefix: o.Etcd.Prefix, Logger: o.Logger})
+	}
 
 	var tlsConfig *tls.Config
 	if o.TLSCert != "" || o.TLSKey != "" {
@@ -249,7 +279,12 @@ func Run(ctx context.Context, o Options) error {
 	if restLis != nil {
 		addrs.REST = restLis.Addr().String()
 	}
-	d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "rest", addrs.REST, "config_dir", o.ConfigDir)
+	if d.store != nil {
+		d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "rest", addrs.REST,
+			"etcd", o.Etcd.Endpoints, "etcd_prefix", d.store.Status().Prefix, "replica", d.opts.Etcd.ReplicaName)
+	} else {
+		d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "rest", addrs.REST, "config_dir", o.ConfigDir)
+	}
 	if o.Ready != nil {
 		o.Ready(addrs)
 	}
@@ -295,6 +330,12 @@ func (d *Daemon) shutdown(gs grpcServer, https []*http.Server) {
 // watchConfig loads the configuration and reloads it on change; with no
 // directory it serves the embedded example once.
 func (d *Daemon) watchConfig(ctx context.Context) error {
+	if d.store != nil {
+		if err := d.store.Run(ctx, d.apply, d.reject); !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	}
 	if d.opts.ConfigDir == "" {
 		d.loadOnce(examples.Config(), "embedded example configuration")
 		<-ctx.Done()

@@ -1,0 +1,268 @@
+package etcdstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+
+	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
+	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/source/configdir"
+	"github.com/xdsd/xdsd/source/etcdstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// wait bounds every wait for a replica.
+const wait = 20 * time.Second
+
+// clusterFile is a file with an EDS cluster named name.
+func clusterFile(name string) []byte {
+	return fmt.Appendf(nil, `resources:
+- "@type": type.googleapis.com/envoy.config.cluster.v3.Cluster
+  name: %s
+  type: EDS
+  eds_cluster_config: {eds_config: {ads: {}}}
+`, name)
+}
+
+// endpointsFile is a file with the endpoints of cluster name, on port.
+func endpointsFile(name string, port int) []byte {
+	return fmt.Appendf(nil, `resources:
+- "@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment
+  cluster_name: %s
+  endpoints:
+  - lb_endpoints:
+    - endpoint: {address: {socket_address: {address: 127.0.0.1, port_value: %d}}}
+`, name, port)
+}
+
+// service is a cluster and its endpoints, as two files.
+func service(name string, port int) map[string][]byte {
+	return map[string][]byte{
+		"clusters/" + name + ".yaml":  clusterFile(name),
+		"endpoints/" + name + ".yaml": endpointsFile(name, port),
+	}
+}
+
+// loads is what a replica handed over, in order.
+type loads struct {
+	mu      sync.Mutex
+	applied []*configdir.Result
+	errs    []error
+	changed chan struct{} // signalled at each
+}
+
+func (l *loads) apply(r *configdir.Result) { l.add(func() { l.applied = append(l.applied, r) }) }
+func (l *loads) reject(err error)          { l.add(func() { l.errs = append(l.errs, err) }) }
+func (l *loads) add(f func()) {
+	l.mu.Lock()
+	f()
+	l.mu.Unlock()
+	select {
+	case l.changed <- struct{}{}:
+	default:
+	}
+}
+
+// until waits for cond on the loads, failing the test after wait.
+func (l *loads) until(t *testing.T, what string, cond func(applied []*configdir.Result, errs []error) bool) {
+	t.Helper()
+	deadline := time.After(wait)
+	for {
+		l.mu.Lock()
+		ok := cond(l.applied, l.errs)
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-l.changed:
+		case <-deadline:
+			t.Fatalf("no %s within %v", what, wait)
+		}
+	}
+}
+
+// last returns the latest configuration applied.
+func (l *loads) last() *configdir.Result {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.applied) == 0 {
+		return nil
+	}
+	return l.applied[len(l.applied)-1]
+}
+
+// counts returns how many loads were applied and rejected.
+func (l *loads) counts() (int, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.applied), len(l.errs)
+}
+
+// port returns the port of cluster name's endpoints in r, 0 if none.
+func port(r *configdir.Result, name string) int {
+	if r == nil {
+		return 0
+	}
+	for _, res := range r.Resources {
+		if cla, ok := res.Message.(*endpointv3.ClusterLoadAssignment); ok && res.Name == name {
+			return int(cla.GetEndpoints()[0].GetLbEndpoints()[0].GetEndpoint().GetAddress().GetSocketAddress().GetPortValue())
+		}
+	}
+	return 0
+}
+
+// names returns the names of r's resources of type url, sorted.
+func names(r *configdir.Result, url string) []string {
+	var out []string
+	for _, res := range r.Resources {
+		if res.Type.URL == url {
+			out = append(out, res.Name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// startReplica runs a replica on cli until the test ends.
+func startReplica(t *testing.T, cli *clientv3.Client) (*etcdstore.Replica, *loads) {
+	t.Helper()
+	r := etcdstore.NewReplica(etcdstore.Config{Client: cli, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), ProbeInterval: 100 * time.Millisecond})
+	l := &loads{changed: make(chan struct{}, 1)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx, l.apply, l.reject) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v, want context.Canceled", err)
+		}
+	})
+	return r, l
+}
+
+func apply(t *testing.T, cli *clientv3.Client, ch etcdstore.Change) etcdstore.Applied {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	a, err := etcdstore.Apply(ctx, cli, "", ch)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	return a
+}
+
+func TestReplica(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	defer cli.Close()
+
+	t.Run("an_apply_reaches_the_replica_whole", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		_, l := startReplica(t, cli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		if p := port(l.last(), "a"); p != 1001 {
+			t.Fatalf("first load has a's endpoints on port %d, want 1001", p)
+		}
+		// Two files changed in one transaction: a renamed to b in both.
+		// Apart, either would leave a reference unresolved.
+		ch := etcdstore.Change{Files: service("b", 1002), Delete: []string{"clusters/a.yaml", "endpoints/a.yaml"}}
+		apply(t, cli, ch)
+		l.until(t, "the rename", func(a []*configdir.Result, _ []error) bool { return port(a[len(a)-1], "b") == 1002 })
+		if _, errs := l.counts(); errs != 0 {
+			t.Fatalf("the replica rejected %d loads: it saw part of a transaction", errs)
+		}
+		if got := names(l.last(), resource.ClusterType); !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("clusters %v, want [b]", got)
+		}
+	})
+
+	t.Run("an_invalid_key_is_rejected_and_the_last_good_kept", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		_, l := startReplica(t, cli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		// Written around the checks of Apply, as etcdctl would.
+		ctx := context.Background()
+		if _, err := cli.Put(ctx, "/xdsd/config/0/endpoints/a.yaml", "resources: [{\"@type\": nope}]"); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "a rejection", func(_ []*configdir.Result, errs []error) bool { return len(errs) > 0 })
+		l.mu.Lock()
+		msg := l.errs[0].Error()
+		n := len(l.applied)
+		l.mu.Unlock()
+		if !strings.Contains(msg, "/xdsd/config/0/") || !strings.Contains(msg, "endpoints/a.yaml") {
+			t.Fatalf("rejection %q does not name the key", msg)
+		}
+		if _, err := cli.Put(ctx, "/xdsd/config/0/endpoints/a.yaml", string(endpointsFile("a", 1003))); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "the fix", func(a []*configdir.Result, _ []error) bool { return len(a) > n && port(a[len(a)-1], "a") == 1003 })
+	})
+
+	t.Run("etcd_killed_the_replica_serves_on_and_resumes", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		r, l := startReplica(t, cli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		waitStatus(t, r, "reachable", func(s etcdstore.Status) bool { return s.Reachable })
+		srv.Kill()
+		waitStatus(t, r, "unreachable", func(s etcdstore.Status) bool { return !s.Reachable })
+		if a, e := l.counts(); a != 1 || e != 0 {
+			t.Fatalf("with etcd down the replica loaded %d and rejected %d", a, e)
+		}
+		srv.Restart()
+		waitStatus(t, r, "reachable again", func(s etcdstore.Status) bool { return s.Reachable })
+		a := apply(t, cli, etcdstore.Change{Files: service("a", 1004)})
+		l.until(t, "the change after the restart", func(ap []*configdir.Result, _ []error) bool { return port(ap[len(ap)-1], "a") == 1004 })
+		waitStatus(t, r, "the revision", func(s etcdstore.Status) bool { return s.Revision >= a.Revision })
+	})
+
+	t.Run("compacted_while_cut_off_the_replica_reads_again", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		p := srv.NewProxy(t)
+		pcli := etcdtest.NewClient(t, p.Endpoint)
+		defer pcli.Close()
+		r, l := startReplica(t, pcli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		p.Cut()
+		waitStatus(t, r, "unreachable", func(s etcdstore.Status) bool { return !s.Reachable })
+		apply(t, cli, etcdstore.Change{Files: service("a", 1005)})
+		last := apply(t, cli, etcdstore.Change{Files: service("c", 1006)})
+		if _, err := cli.Compact(context.Background(), last.Revision); err != nil {
+			t.Fatal(err)
+		}
+		p.Restore()
+		l.until(t, "the changes made while cut off", func(a []*configdir.Result, _ []error) bool {
+			r := a[len(a)-1]
+			return port(r, "a") == 1005 && port(r, "c") == 1006
+		})
+		if _, errs := l.counts(); errs != 0 {
+			t.Fatalf("%d rejected loads", errs)
+		}
+	})
+}
+
+// waitStatus waits until the replica's status satisfies cond.
+func waitStatus(t *testing.T, r *etcdstore.Replica, what string, cond func(etcdstore.Status) bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
+	for !cond(r.Status()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica not %s within %v: %+v", what, wait, r.Status())
+		}
+		time.Sleep(10 * time.Millisecond) // polling with a deadline: the status has no channel
+	}
+}
