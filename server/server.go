@@ -97,6 +97,9 @@ func (s *Server) AwaitingReplies() int64 { return s.awaiting.Load() }
 // (their sync) from one that served those it had (pushes) by it.
 func (s *Server) StreamsOpened() uint64 { return s.status.opened() }
 
+// Streams returns the number of open streams.
+func (s *Server) Streams() int { return s.status.open() }
+
 // Responses returns the number of responses sent since New.
 func (s *Server) Responses() uint64 { return s.metrics.responses.Load() }
 

@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
@@ -119,6 +120,11 @@ type Daemon struct {
 	server *server.Server
 	writer *fileout.Writer    // nil without WriteDir; used by writeFilesLoop only
 	store  *etcdstore.Replica // nil without Etcd.Endpoints
+	// etcdClient is the store's client (closed by Run); nil without it.
+	etcdClient *clientv3.Client
+	// loaded is signalled (one waiting at most) after each load, applied
+	// or rejected, for the replica's registration; nil without a store.
+	loaded chan struct{}
 	// filesDue tells writeFilesLoop that a configuration was published
 	// (one waiting signal at most); nil without WriteDir.
 	filesDue chan struct{}
@@ -170,6 +176,7 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		defer cli.Close()
+		d.etcdClient, d.loaded = cli, make(chan struct{}, 1)
 		d.store = etcdstore.NewReplica(etcdstore.Config{Client: cli, Prefix: o.Etcd.Prefix, Logger: o.Logger})
 	}
 
@@ -280,6 +287,20 @@ func Run(ctx context.Context, o Options) error {
 		addrs.REST = restLis.Addr().String()
 	}
 	if d.store != nil {
+		started := time.Now()
+		report := func() etcdstore.Registration {
+			st := d.store.Status()
+			r := etcdstore.Registration{Name: d.opts.Etcd.ReplicaName, Revision: st.Revision, Generation: st.Generation,
+				Streams: d.server.Streams(), Started: started,
+				Addresses: map[string]string{"xds": addrs.XDS, "admin": addrs.Admin, "rest": addrs.REST}}
+			d.mu.Lock()
+			if d.lastErr != nil { // the latest load was rejected
+				r.Error = d.lastErr.Error()
+			}
+			d.mu.Unlock()
+			return r
+		}
+		wg.Go(func() { etcdstore.Register(ctx, d.etcdClient, o.Etcd.Prefix, 0, d.loaded, d.log, report) })
 		d.log.Info("xdsd serving", "xds", addrs.XDS, "admin", addrs.Admin, "rest", addrs.REST,
 			"etcd", o.Etcd.Endpoints, "etcd_prefix", d.store.Status().Prefix, "replica", d.opts.Etcd.ReplicaName)
 	} else {
@@ -420,6 +441,17 @@ func (d *Daemon) apply(res *configdir.Result) {
 		default: // a write is due already: it writes this configuration
 		}
 	}
+	d.signalLoaded()
+}
+
+// signalLoaded tells the replica's registration that a load ended.
+func (d *Daemon) signalLoaded() {
+	if d.loaded != nil {
+		select {
+		case d.loaded <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // writeRetryMin and writeRetryMax bound the wait before a failed write of
@@ -495,6 +527,7 @@ func (d *Daemon) reject(err error) {
 	d.lastErr, d.lastErrAt = err, time.Now()
 	loaded := !d.lastOKAt.IsZero()
 	d.mu.Unlock()
+	d.signalLoaded()
 	if loaded {
 		d.log.Error("configuration rejected; still serving the last good one", "error", err)
 	} else {

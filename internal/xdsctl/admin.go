@@ -213,6 +213,20 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 		fmt.Fprintf(w, "\nConfiguration loaded at %s (%d loads, %d rejected)\n",
 			at.Format(time.RFC3339), rep.Config.ReloadsOK, rep.Config.ReloadsFailed)
 	}
+	if st := rep.Store; st != nil {
+		reach := "reachable"
+		if !st.Reachable {
+			reach = "UNREACHABLE"
+			if st.Since != nil {
+				reach += " since " + st.Since.Format(time.RFC3339)
+			}
+			if st.Error != "" {
+				reach += ": " + st.Error
+			}
+		}
+		fmt.Fprintf(w, "Replica %s: etcd prefix %s, revision %d (generation %s), etcd %s\n",
+			st.Replica, st.Prefix, st.Revision, st.Generation, reach)
+	}
 	if rep.Config.LastError != "" {
 		when := ""
 		if rep.Config.LastErrorAt != nil {

@@ -39,6 +39,11 @@ Commands against xdsd's admin endpoint (--admin, default 127.0.0.1:19000):
   status    per node and type: SYNCED, NOT SENT, STALE or NACKED, with NACK messages
   dump      the resources a node is served
 
+Commands against xdsd's store in etcd (--etcd-endpoints):
+  apply     write files, checked first with the server's loader, in one step
+  delete    delete files, checked likewise
+  replicas  the live replicas and the revision each has read
+
 Offline:
   validate  load a configuration directory as xdsd would and list every problem
   version   print xdsctl's version
@@ -50,6 +55,7 @@ Examples:
   xdsctl status
   xdsctl dump --node envoy-1
   xdsctl validate ./config
+  xdsctl apply --etcd-endpoints http://127.0.0.1:2379 --wait ./config
 
 Run 'xdsctl <command> --help' for a command's flags and more examples.
 `
@@ -76,6 +82,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return Dump(ctx, rest, stdout, stderr)
 	case "validate":
 		return Validate(rest, stdout, stderr)
+	case "apply":
+		return Apply(ctx, rest, stdout, stderr)
+	case "delete":
+		return Delete(ctx, rest, stdout, stderr)
+	case "replicas":
+		return Replicas(ctx, rest, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "xdsctl", versionString())
 		return exitOK

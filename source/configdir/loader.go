@@ -212,6 +212,36 @@ func IsConfigFile(rel string) bool {
 	return false
 }
 
+// passOver reports whether a walk passes over the entry d at rel: a
+// directory (whose tree it skips, err, if its name starts with "."), or a
+// file that is not a configuration file.
+func passOver(rel string, d fs.DirEntry) (skip bool, err error) {
+	if d.IsDir() {
+		if rel != "." && strings.HasPrefix(d.Name(), ".") {
+			return true, filepath.SkipDir
+		}
+		return true, nil
+	}
+	return !IsConfigFile(rel), nil
+}
+
+// ConfigFiles returns the paths of the configuration files in fsys, as
+// Load finds them.
+func ConfigFiles(fsys fs.FS) ([]string, error) {
+	var paths []string
+	err := fs.WalkDir(fsys, ".", func(rel string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if skip, err := passOver(rel, d); skip {
+			return err
+		}
+		paths = append(paths, rel)
+		return nil
+	})
+	return paths, err
+}
+
 // Load reads the directory and returns the whole configuration, or an
 // *Error listing every problem. Files whose size, modification time,
 // change time (on Linux) and inode are unchanged since the last Load are
@@ -231,14 +261,8 @@ func (l *Loader) Load() (*Result, error) {
 		if err != nil {
 			return err
 		}
-		if d.IsDir() {
-			if rel != "." && strings.HasPrefix(d.Name(), ".") {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !IsConfigFile(rel) {
-			return nil
+		if skip, err := passOver(rel, d); skip {
+			return err
 		}
 		if l.held[rel] {
 			seen[rel] = true // kept as last read, if it was

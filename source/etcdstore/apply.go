@@ -37,7 +37,7 @@ type Change struct {
 // Applied is what Apply did.
 type Applied struct {
 	// Revision is the etcd revision of the commit; when nothing changed,
-	// the revision read.
+	// that of the latest change of the configuration in force.
 	Revision int64
 	// Generation is the generation in force after the change.
 	Generation string
@@ -61,6 +61,18 @@ type ConflictError struct {
 func (e *ConflictError) Error() string {
 	return fmt.Sprintf("conflict: the configuration changed at revision %d, after revision %d", e.Revision, e.IfRevision)
 }
+
+// ChangeError is Apply's error for a change that cannot be made as given:
+// a path that is not a configuration file's, or a deletion of a file the
+// configuration does not hold.
+type ChangeError struct {
+	// Path is the path given.
+	Path string
+	// Reason says what is wrong with it.
+	Reason string
+}
+
+func (e *ChangeError) Error() string { return e.Path + ": " + e.Reason }
 
 // Limits of one transaction, below etcd's defaults (--max-txn-ops 128,
 // --max-request-bytes 1.5 MiB) with room for the guards and the keys.
@@ -93,7 +105,7 @@ func Apply(ctx context.Context, cli *clientv3.Client, prefix string, ch Change) 
 	l := layout{prefix}
 	for path := range ch.Files {
 		if !fs.ValidPath(path) || path == "." || !configdir.IsConfigFile(path) {
-			return Applied{}, fmt.Errorf("%q: not the path of a configuration file (*.yaml, *.yml or *.json, relative, without . or .. elements)", path)
+			return Applied{}, &ChangeError{Path: path, Reason: "not the path of a configuration file (*.yaml, *.yml or *.json, relative, without . or .. elements)"}
 		}
 	}
 	for range attempts {
@@ -168,9 +180,9 @@ func apply(ctx context.Context, cli *clientv3.Client, l layout, ch Change) (Appl
 	}
 	slices.Sort(puts)
 	slices.Sort(dels)
-	a := Applied{Revision: s.rev, Generation: s.gen, Written: len(puts), Deleted: len(dels)}
+	a := Applied{Revision: s.lastMod, Generation: s.gen, Written: len(puts), Deleted: len(dels)}
 	if len(puts)+len(dels) == 0 {
-		return a, nil
+		return a, nil // the configuration in force is the result: its revision is the one to wait for
 	}
 	size := 0
 	for _, p := range puts {
@@ -209,7 +221,7 @@ func (s *state) with(ch Change) (map[string][]byte, error) {
 			}
 		}
 		if n == 0 && !ch.Prune {
-			return nil, fmt.Errorf("%s: no such file in the configuration", p)
+			return nil, &ChangeError{Path: p, Reason: "no such file in the configuration"}
 		}
 	}
 	maps.Copy(result, ch.Files)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -265,4 +266,123 @@ func waitStatus(t *testing.T, r *etcdstore.Replica, what string, cond func(etcds
 		}
 		time.Sleep(10 * time.Millisecond) // polling with a deadline: the status has no channel
 	}
+}
+
+func TestApply(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	defer cli.Close()
+	ctx := context.Background()
+
+	t.Run("refuses_what_a_replica_would_reject_and_writes_nothing", func(t *testing.T) {
+		before := apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		_, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Files: map[string][]byte{"clusters/b.yaml": clusterFile("b")}})
+		cerr, ok := errors.AsType[*configdir.Error](err)
+		if !ok || !strings.Contains(cerr.Error(), "clusters/b.yaml") {
+			t.Fatalf("Apply of a cluster without endpoints = %v, want a *configdir.Error naming the file", err)
+		}
+		if resp, err := cli.Get(ctx, "/xdsd/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || resp.Header.Revision != before.Revision {
+			t.Fatalf("etcd at revision %d after a refused apply, want %d (%v)", resp.Header.Revision, before.Revision, err)
+		}
+	})
+
+	t.Run("if_revision_of_two_writers_one_wins", func(t *testing.T) {
+		base := apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		errs := make(chan error, 2)
+		for i := range 2 {
+			go func() {
+				_, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Files: service("a", 2000+i), IfRevision: base.Revision})
+				errs <- err
+			}()
+		}
+		var won, lost int
+		for range 2 {
+			err := <-errs
+			if _, ok := errors.AsType[*etcdstore.ConflictError](err); ok {
+				lost++
+			} else if err == nil {
+				won++
+			} else {
+				t.Fatalf("Apply: %v", err)
+			}
+		}
+		if won != 1 || lost != 1 {
+			t.Fatalf("%d won and %d got a conflict, want one each", won, lost)
+		}
+	})
+
+	t.Run("prune_and_delete", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: merge(service("a", 1001), service("b", 1002)), Prune: true})
+		a := apply(t, cli, etcdstore.Change{Delete: []string{"clusters/b.yaml", "endpoints/b.yaml"}})
+		if a.Deleted != 2 || a.Written != 0 {
+			t.Fatalf("delete: %+v", a)
+		}
+		if _, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Delete: []string{"clusters/b.yaml"}}); err == nil {
+			t.Fatal("deleting a file that is not there succeeded")
+		}
+		a = apply(t, cli, etcdstore.Change{Files: service("c", 1003), Prune: true})
+		if a.Deleted != 2 || a.Written != 2 {
+			t.Fatalf("prune: %+v", a)
+		}
+		resp, err := cli.Get(ctx, "/xdsd/config/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, kv := range resp.Kvs {
+			keys = append(keys, string(kv.Key))
+		}
+		want := []string{"/xdsd/config/" + a.Generation + "/clusters/c.yaml", "/xdsd/config/" + a.Generation + "/endpoints/c.yaml"}
+		if !slices.Equal(keys, want) {
+			t.Fatalf("keys %v, want %v", keys, want)
+		}
+	})
+
+	t.Run("10000_files_reach_a_watching_replica_whole", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		_, l := startReplica(t, cli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		const n = 10000
+		files := service("a", 1001)
+		for i := range n {
+			name := fmt.Sprintf("e%05d", i)
+			files["endpoints/"+name+".yaml"] = endpointsFile(name, 3000+i%1000)
+		}
+		a := apply(t, cli, etcdstore.Change{Files: files})
+		if !a.NewGeneration || a.Written != n {
+			t.Fatalf("apply of %d files: %+v, want a new generation", n, a)
+		}
+		l.until(t, "the 10,000 files", func(ap []*configdir.Result, _ []error) bool { return len(ap[len(ap)-1].Resources) == n+2 })
+		l.mu.Lock()
+		for i, r := range l.applied {
+			if c := len(r.Resources); c != 2 && c != n+2 {
+				t.Errorf("load %d has %d resources: part of the apply", i, c)
+			}
+		}
+		l.mu.Unlock()
+		if _, errs := l.counts(); errs != 0 {
+			t.Fatalf("%d rejected loads", errs)
+		}
+		// The generation before is gone; a small change after it goes in
+		// the new one, in one transaction.
+		old, err := cli.Get(ctx, "/xdsd/config/0/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil || old.Count != 0 {
+			t.Fatalf("%d keys left in the generation before (%v)", old.Count, err)
+		}
+		b := apply(t, cli, etcdstore.Change{Files: map[string][]byte{"endpoints/a.yaml": endpointsFile("a", 1007)}})
+		if b.NewGeneration || b.Generation != a.Generation || b.Written != 1 {
+			t.Fatalf("a one-file change after it: %+v", b)
+		}
+		l.until(t, "the change after it", func(ap []*configdir.Result, _ []error) bool { return port(ap[len(ap)-1], "a") == 1007 })
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+	})
+}
+
+// merge returns the union of file sets.
+func merge(sets ...map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for _, s := range sets {
+		maps.Copy(out, s)
+	}
+	return out
 }
