@@ -1,14 +1,18 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
+	"github.com/xdsd/xdsd/internal/xdsctl"
 	"github.com/xdsd/xdsd/source/etcdstore"
 )
 
@@ -82,6 +86,38 @@ func TestDaemon_etcd(t *testing.T) {
 		}
 	})
 
+	t.Run("xdsctl_apply_wait_and_replicas", func(t *testing.T) {
+		dir := t.TempDir()
+		for path, data := range serviceFiles(addrA) {
+			writeTestFile(t, filepath.Join(dir, path), data)
+		}
+		var out, errOut bytes.Buffer
+		if code := xdsctl.Run(ctx, []string{"apply", "--etcd-endpoints", etcd.Endpoint, "--prune", "--wait", dir}, &out, &errOut); code != 0 {
+			t.Fatalf("xdsctl apply --wait = %d %q %q", code, out.String(), errOut.String())
+		}
+		if !strings.Contains(out.String(), "read by all 2 replica(s)") {
+			t.Fatalf("xdsctl apply --wait: %q", out.String())
+		}
+		// Read by both: their clients follow within moments.
+		waitBackend(ctx, t, cc1, addrA)
+		waitBackend(ctx, t, cc2, addrA)
+		out.Reset()
+		if code := xdsctl.Run(ctx, []string{"replicas", "--etcd-endpoints", etcd.Endpoint}, &out, &errOut); code != 0 {
+			t.Fatalf("xdsctl replicas = %d %q", code, errOut.String())
+		}
+		for _, want := range []string{"r1", "r2", r1.xds, r2.xds, "APPLIED"} {
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("xdsctl replicas lacks %q:\n%s", want, out.String())
+			}
+		}
+		a := applyFiles(etcdstore.Change{Files: map[string][]byte{endpointsFile: []byte(endpointsYAML(svcCluster, addrB))}})
+		waitBackend(ctx, t, cc1, addrB)
+		waitBackend(ctx, t, cc2, addrB)
+		for _, d := range []*daemonProc{r1, r2} {
+			d.waitStatus(ctx, t, "the applied revision", func(s xdsdaemon.StatusReport) bool { return applied(&s, a.Revision) })
+		}
+	})
+
 	t.Run("an_invalid_key_is_rejected_by_both", func(t *testing.T) {
 		key := "/xdsd/config/0/" + endpointsFile // written around xdsctl's checks, as etcdctl would
 		if _, err := cli.Put(ctx, key, "resources: [{\"@type\": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment, nope: 1}]"); err != nil {
@@ -122,4 +158,15 @@ func TestDaemon_etcd(t *testing.T) {
 		cc3 := xdstest.Dial(t, "xds:///"+svcTarget, xdstest.Bootstrap(r3.xds, "node-3"))
 		waitBackend(ctx, t, cc3, addrA)
 	})
+}
+
+// writeTestFile writes data at path, making its directory.
+func writeTestFile(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
