@@ -91,6 +91,11 @@ type conn struct {
 	opening   int     // streams onHeaders accepted (up to lastID) and has not yet put in streams
 	goingAway bool    // GOAWAY sent: no new streams; close when none is left or opening
 	closed    bool
+	// ageTimer is the connection's age, then its grace (see age.go); nil
+	// if unbounded. ageStopped says the connection is closing: no timer
+	// is armed again.
+	ageTimer   *time.Timer
+	ageStopped bool
 }
 
 func newConn(s *Server, nc net.Conn) *conn {
@@ -104,8 +109,10 @@ func newConn(s *Server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	err := c.handshake()
 	if err == nil {
+		c.startAging()
 		err = c.readLoop()
 	}
+	c.stopAging()
 	c.shutdown(err)
 }
 
@@ -868,7 +875,10 @@ func (c *conn) shutdownSocket() bool {
 
 // goAway tells the client to open no more streams, and closes the
 // connection if none is open.
-func (c *conn) goAway() {
+func (c *conn) goAway() { c.goAwayWith(http2.ErrCodeNo, "server shutting down") }
+
+// goAwayWith is goAway with the code and debug data of the GOAWAY frame.
+func (c *conn) goAwayWith(code http2.ErrCode, debug string) {
 	c.mu.Lock()
 	if c.goingAway {
 		c.mu.Unlock()
@@ -879,7 +889,7 @@ func (c *conn) goAway() {
 	c.mu.Unlock()
 	c.wmu.Lock()
 	if c.ready { // else the handshake sends it
-		c.wbuf = appendGoAway(c.bufLocked(), last, http2.ErrCodeNo, "server shutting down")
+		c.wbuf = appendGoAway(c.bufLocked(), last, code, debug)
 		_ = c.flushLocked()
 	}
 	c.wmu.Unlock()

@@ -92,6 +92,17 @@ type Options struct {
 	// reading is, after KeepaliveTime and KeepaliveTimeout, and the
 	// response held up on its full socket fails and frees what it held.
 	KeepaliveTimeout time.Duration
+	// MaxConnectionAge, if positive, is how long a connection may live:
+	// past it, give or take 10 % (connections made in a burst do not all
+	// go at once), the server sends GOAWAY, and the client makes its next
+	// calls on a new connection. Zero means for ever. As grpc-go's
+	// keepalive.ServerParameters.MaxConnectionAge.
+	MaxConnectionAge time.Duration
+	// MaxConnectionAgeGrace, if positive, is how long the calls of a
+	// connection past its age may still run: they are then ended with
+	// UNAVAILABLE (xDS streams never end by themselves), and the
+	// connection closes. Zero means they run until they end.
+	MaxConnectionAgeGrace time.Duration
 	// Logger receives failed accepts (retried) at Warn; clients
 	// disconnected for breaking the protocol or a policy (GOAWAY with an
 	// error: a flood of pings or of CONTINUATION frames, a malformed

@@ -95,6 +95,8 @@ func serve(args []string, stderr io.Writer) int {
 		etcdCert  = fs.String("etcd-cert", "", "PEM client certificate for TLS to etcd")
 		etcdKey   = fs.String("etcd-key", "", "PEM private key for --etcd-cert")
 		replica   = fs.String("replica-name", "", "this replica's name, in its status; empty means the host name")
+		maxAge    = fs.Duration("max-connection-age", 0, "close client connections after this long, give or take 10 %: GOAWAY, then, after\n--max-connection-age-grace, their streams end with UNAVAILABLE and the clients\nreconnect, spreading over the replicas (about 30m suggested); 0 turns it off")
+		ageGrace  = fs.Duration("max-connection-age-grace", 10*time.Second, "how long the streams of a connection past --max-connection-age may still run; 0 means 10s")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: xdsd serve [flags]\n\nServes the resources of --config-dir over xDS (ADS and per-type services, SotW and\nincremental) and reloads them when files change. Every flag may also be set with an\nenvironment variable: XDSD_ and the flag name in capitals with _ for -\n(for example XDSD_CONFIG_DIR); a flag given on the command line wins.\n\nFlags:\n")
@@ -128,24 +130,26 @@ func serve(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	err = daemon.Run(ctx, daemon.Options{
-		Rescan:           hup,
-		ConfigDir:        *configDir,
-		XDSAddr:          *xdsAddr,
-		AdminAddr:        *adminAddr,
-		AdminOptional:    !adminSet && !adminEnv,
-		RESTAddr:         *restAddr,
-		RESTPollTimeout:  *restPoll,
-		WriteDir:         *writeDir,
-		WriteFormat:      *writeFmt,
-		WriteNode:        *writeNode,
-		TLSCert:          *tlsCert,
-		TLSKey:           *tlsKey,
-		ClientCA:         *clientCA,
-		Logger:           logger,
-		ShutdownGrace:    *grace,
-		GRPCTransport:    *transport,
-		KeepaliveTime:    cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
-		KeepaliveTimeout: *kaTimeout,
+		Rescan:                hup,
+		ConfigDir:             *configDir,
+		XDSAddr:               *xdsAddr,
+		AdminAddr:             *adminAddr,
+		AdminOptional:         !adminSet && !adminEnv,
+		RESTAddr:              *restAddr,
+		RESTPollTimeout:       *restPoll,
+		WriteDir:              *writeDir,
+		WriteFormat:           *writeFmt,
+		WriteNode:             *writeNode,
+		TLSCert:               *tlsCert,
+		TLSKey:                *tlsKey,
+		ClientCA:              *clientCA,
+		Logger:                logger,
+		ShutdownGrace:         *grace,
+		GRPCTransport:         *transport,
+		KeepaliveTime:         cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
+		KeepaliveTimeout:      *kaTimeout,
+		MaxConnectionAge:      *maxAge,
+		MaxConnectionAgeGrace: *ageGrace,
 		Etcd: daemon.EtcdOptions{
 			ClientConfig: etcdstore.ClientConfig{Endpoints: splitList(*etcdURLs), CA: *etcdCA, Cert: *etcdCert, Key: *etcdKey},
 			Prefix:       *etcdPfx,

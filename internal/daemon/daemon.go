@@ -86,6 +86,12 @@ type Options struct {
 	// off (dead clients are then found by TCP keepalive and failed writes
 	// only, and a client that stops reading holds its streams for ever).
 	KeepaliveTime, KeepaliveTimeout time.Duration
+	// MaxConnectionAge, if positive, is how long a client connection may
+	// live, give or take 10 %: then the server sends GOAWAY, and
+	// MaxConnectionAgeGrace later (zero: 10 s) ends its streams with
+	// UNAVAILABLE, so that clients reconnect, and spread over the
+	// replicas. Zero means for ever.
+	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
 	// Etcd, when its Endpoints are set, is where the configuration is
@@ -157,6 +163,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.KeepaliveTimeout <= 0 {
 		o.KeepaliveTimeout = 20 * time.Second
+	}
+	if o.MaxConnectionAgeGrace <= 0 {
+		o.MaxConnectionAgeGrace = 10 * time.Second
 	}
 	if fi, err := os.Stat(o.ConfigDir); o.ConfigDir != "" && err == nil && !fi.IsDir() {
 		// Not there is waited for; a file is a mistake.
@@ -553,9 +562,13 @@ func newGRPCServer(o *Options, cfg *tls.Config) (grpcServer, error) {
 		// grpc-go's transport.
 		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: o.Logger,
 			MinPingInterval: 10 * time.Second,
-			KeepaliveTime:   o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout}), nil
+			KeepaliveTime:   o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout,
+			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}), nil
 	case "grpc-go":
 		ka := keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}
+		if o.MaxConnectionAge > 0 { // grpc-go's jitter is 10 % too
+			ka.MaxConnectionAge, ka.MaxConnectionAgeGrace = o.MaxConnectionAge, o.MaxConnectionAgeGrace
+		}
 		if ka.Time < 0 {
 			ka.Time = time.Duration(math.MaxInt64) // grpc-go's "never"
 		}

@@ -1,0 +1,101 @@
+package h2grpc_test
+
+import (
+	"net"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+	"google.golang.org/grpc/status"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+// serveCounting serves svc with opts and returns its address and the
+// count of its connections.
+func serveCounting(t *testing.T, opts h2grpc.Options) (string, *countingListener) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: lis}
+	serveListener(t, h2grpc.NewServer(opts), cl, &service{ended: make(chan error, 16)})
+	return lis.Addr().String(), cl
+}
+
+func TestMaxConnectionAge(t *testing.T) {
+	exchange := func(st testgrpc.TestService_FullDuplexCallClient) error {
+		if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 3}}}); err != nil {
+			return err
+		}
+		_, err := st.Recv()
+		return err
+	}
+	t.Run("past_its_age_and_grace_a_stream_ends_unavailable", func(t *testing.T) {
+		addr, lis := serveCounting(t, h2grpc.Options{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond})
+		c := dial(t, addr)
+		st, err := c.FullDuplexCall(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exchange(st); err != nil {
+			t.Fatal(err)
+		}
+		_, err = st.Recv() // the server sends nothing more: this waits for the end
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("the stream ended with %v, want UNAVAILABLE", err)
+		}
+		// The client calls again, on a new connection.
+		st2, err := c.FullDuplexCall(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exchange(st2); err != nil {
+			t.Fatalf("a call after the connection's age: %v", err)
+		}
+		if n := lis.accepted.Load(); n < 2 {
+			t.Fatalf("%d connections, want a new one after the first's age", n)
+		}
+	})
+	t.Run("without_grace_open_streams_run_on", func(t *testing.T) {
+		addr, lis := serveCounting(t, h2grpc.Options{MaxConnectionAge: 100 * time.Millisecond})
+		c := dial(t, addr)
+		st, err := c.FullDuplexCall(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exchange(st); err != nil {
+			t.Fatal(err)
+		}
+		// Past the first connection's age, new calls go on a new one.
+		deadline := time.Now().Add(10 * time.Second)
+		for lis.accepted.Load() < 2 {
+			if _, err := c.UnaryCall(ctx(t), &testgrpc.SimpleRequest{}); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no new connection after the first's age")
+			}
+		}
+		if err := exchange(st); err != nil {
+			t.Fatalf("the stream open on the aged connection broke: %v", err)
+		}
+	})
+}
