@@ -55,13 +55,7 @@ func (c *conn) ageOut() {
 // trailers, so that their clients call again (on a new connection); the
 // connection, which sent GOAWAY, closes as the last handler returns.
 func (c *conn) endStreams() {
-	c.mu.Lock()
-	streams := make([]*stream, 0, len(c.streams))
-	for _, st := range c.streams {
-		streams = append(streams, st)
-	}
-	c.mu.Unlock()
-	for _, st := range streams {
+	for _, st := range c.openStreams(false) {
 		st.writeStatus(errMaxAge)
 		st.reset(errMaxAge)
 	}

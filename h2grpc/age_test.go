@@ -40,25 +40,35 @@ func serveCounting(t *testing.T, opts h2grpc.Options) (string, *countingListener
 	return lis.Addr().String(), cl
 }
 
-func TestMaxConnectionAge(t *testing.T) {
-	exchange := func(st testgrpc.TestService_FullDuplexCallClient) error {
-		if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 3}}}); err != nil {
-			return err
-		}
-		_, err := st.Recv()
+// exchange sends a request on st and receives its response.
+func exchange(st testgrpc.TestService_FullDuplexCallClient) error {
+	if err := st.Send(&testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 3}}}); err != nil {
 		return err
 	}
+	_, err := st.Recv()
+	return err
+}
+
+// started serves with opts and returns a client, a stream of it that has
+// made one exchange, and the count of the server's connections.
+func started(t *testing.T, opts h2grpc.Options) (testgrpc.TestServiceClient, testgrpc.TestService_FullDuplexCallClient, *countingListener) {
+	t.Helper()
+	addr, lis := serveCounting(t, opts)
+	c := dial(t, addr)
+	st, err := c.FullDuplexCall(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exchange(st); err != nil {
+		t.Fatal(err)
+	}
+	return c, st, lis
+}
+
+func TestMaxConnectionAge(t *testing.T) {
 	t.Run("past_its_age_and_grace_a_stream_ends_unavailable", func(t *testing.T) {
-		addr, lis := serveCounting(t, h2grpc.Options{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond})
-		c := dial(t, addr)
-		st, err := c.FullDuplexCall(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := exchange(st); err != nil {
-			t.Fatal(err)
-		}
-		_, err = st.Recv() // the server sends nothing more: this waits for the end
+		c, st, lis := started(t, h2grpc.Options{MaxConnectionAge: 200 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond})
+		_, err := st.Recv() // the server sends nothing more: this waits for the end
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("the stream ended with %v, want UNAVAILABLE", err)
 		}
@@ -75,15 +85,7 @@ func TestMaxConnectionAge(t *testing.T) {
 		}
 	})
 	t.Run("without_grace_open_streams_run_on", func(t *testing.T) {
-		addr, lis := serveCounting(t, h2grpc.Options{MaxConnectionAge: 100 * time.Millisecond})
-		c := dial(t, addr)
-		st, err := c.FullDuplexCall(ctx(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := exchange(st); err != nil {
-			t.Fatal(err)
-		}
+		c, st, lis := started(t, h2grpc.Options{MaxConnectionAge: 100 * time.Millisecond})
 		// Past the first connection's age, new calls go on a new one.
 		deadline := time.Now().Add(10 * time.Second)
 		for lis.accepted.Load() < 2 {

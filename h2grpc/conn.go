@@ -937,17 +937,23 @@ func (c *conn) shutdown(err error) {
 	c.wmu.Lock()
 	c.werr = errConnClosed // the streams' resets below wake their senders
 	c.wmu.Unlock()
+	for _, st := range c.openStreams(true) {
+		st.reset(errConnClosed)
+	}
+	c.handlers.Wait()
+}
+
+// openStreams returns the connection's open streams; with closing, it
+// marks the connection closed first.
+func (c *conn) openStreams(closing bool) []*stream {
 	c.mu.Lock()
-	c.closed = true
+	defer c.mu.Unlock()
+	c.closed = c.closed || closing
 	streams := make([]*stream, 0, len(c.streams))
 	for _, st := range c.streams {
 		streams = append(streams, st)
 	}
-	c.mu.Unlock()
-	for _, st := range streams {
-		st.reset(errConnClosed)
-	}
-	c.handlers.Wait()
+	return streams
 }
 
 func (c *conn) lastStreamID() uint32 {
