@@ -57,6 +57,9 @@ func (s *Server) WritePrometheus(w io.Writer) {
 			fmt.Fprintf(w, "%s{type=%q} %d\n", m.name, t.Short, m.v[t.Order].Load())
 		}
 	}
+	metrics.WriteHeader(w, "xdsd_streams_refused_total", "counter", "Streams refused at once with UNAVAILABLE, by the bound they were over (Config.MaxStreams, StreamsPerSecond).")
+	fmt.Fprintf(w, "xdsd_streams_refused_total{reason=\"max_streams\"} %d\n", s.admission.refusedMax.Load())
+	fmt.Fprintf(w, "xdsd_streams_refused_total{reason=\"rate\"} %d\n", s.admission.refusedRate.Load())
 	s.metrics.latency.WritePrometheus(w, "xdsd_push_latency_seconds",
 		"Time from a snapshot's publication to each response it causes.")
 }

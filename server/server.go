@@ -48,6 +48,18 @@ type Config struct {
 	// not turned off, since a listener sent first could route traffic to
 	// clusters that have no endpoints yet.
 	WarmTimeout time.Duration
+	// MaxStreams, if positive, bounds the streams open at once: one more
+	// is refused at once with UNAVAILABLE, for its client to try again
+	// later, or another server.
+	MaxStreams int
+	// StreamsPerSecond, if positive, bounds how fast new streams are
+	// taken in: a token bucket that holds StreamBurst (zero: a second's
+	// worth). A stream over it is refused with UNAVAILABLE, so that a
+	// server restarted under thousands of reconnecting clients syncs
+	// them at the pace it set, the rest retrying (or going elsewhere).
+	StreamsPerSecond float64
+	// StreamBurst is the bucket's size; see StreamsPerSecond.
+	StreamBurst int
 }
 
 // Server serves the snapshots of a cache.Cache over xDS. Create it with
@@ -64,7 +76,8 @@ type Server struct {
 	metrics counters
 	// awaiting counts the responses sent whose clients have not yet ACKed
 	// or NACKed them, across streams (see AwaitingReplies).
-	awaiting atomic.Int64
+	awaiting  atomic.Int64
+	admission *admission
 }
 
 // New returns a Server that serves the snapshots of c.
@@ -76,7 +89,7 @@ func New(c *cache.Cache, cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{cfg: cfg, cache: c, log: log}
+	return &Server{cfg: cfg, cache: c, log: log, admission: newAdmission(cfg)}
 }
 
 // Cache returns the cache the server serves.
@@ -137,6 +150,10 @@ type deltaStream = grpc.BidiStreamingServer[discovery.DeltaDiscoveryRequest, dis
 
 // serveSotw runs a SotW stream; only is nil for ADS.
 func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
+	if err := s.admission.admit(); err != nil {
+		return err
+	}
+	defer s.admission.leave()
 	st := s.newStream(false, only)
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
@@ -149,6 +166,10 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 
 // serveDelta runs an incremental stream; only is nil for ADS.
 func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
+	if err := s.admission.admit(); err != nil {
+		return err
+	}
+	defer s.admission.leave()
 	st := s.newStream(true, only)
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)

@@ -96,6 +96,9 @@ func serve(args []string, stderr io.Writer) int {
 		etcdKey   = fs.String("etcd-key", "", "PEM private key for --etcd-cert")
 		replica   = fs.String("replica-name", "", "this replica's name, in its status; empty means the host name")
 		maxAge    = fs.Duration("max-connection-age", 0, "close client connections after this long, give or take 10 %: GOAWAY, then, after\n--max-connection-age-grace, their streams end with UNAVAILABLE and the clients\nreconnect, spreading over the replicas (about 30m suggested); 0 turns it off")
+		maxStrms  = fs.Int("max-streams", 0, "refuse a stream with UNAVAILABLE while this many are open (the client retries,\nperhaps on another replica); 0 means no bound")
+		strmRate  = fs.Float64("stream-rate", 0, "take in at most this many new streams a second (see --stream-burst), refusing the\nrest with UNAVAILABLE: a replica restarted under thousands of clients syncs them at\nthis pace; 0 means no bound")
+		strmBurst = fs.Int("stream-burst", 0, "how many new streams --stream-rate lets in at once; 0 means a second's worth")
 		ageGrace  = fs.Duration("max-connection-age-grace", 10*time.Second, "how long the streams of a connection past --max-connection-age may still run; 0 means 10s")
 	)
 	fs.Usage = func() {
@@ -150,6 +153,9 @@ func serve(args []string, stderr io.Writer) int {
 		KeepaliveTimeout:      *kaTimeout,
 		MaxConnectionAge:      *maxAge,
 		MaxConnectionAgeGrace: *ageGrace,
+		MaxStreams:            *maxStrms,
+		StreamsPerSecond:      *strmRate,
+		StreamBurst:           *strmBurst,
 		Etcd: daemon.EtcdOptions{
 			ClientConfig: etcdstore.ClientConfig{Endpoints: splitList(*etcdURLs), CA: *etcdCA, Cert: *etcdCert, Key: *etcdKey},
 			Prefix:       *etcdPfx,

@@ -92,6 +92,11 @@ type Options struct {
 	// UNAVAILABLE, so that clients reconnect, and spread over the
 	// replicas. Zero means for ever.
 	MaxConnectionAge, MaxConnectionAgeGrace time.Duration
+	// MaxStreams, StreamsPerSecond and StreamBurst bound the streams
+	// taken in, as server.Config's fields of those names do.
+	MaxStreams       int
+	StreamsPerSecond float64
+	StreamBurst      int
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
 	// Etcd, when its Endpoints are set, is where the configuration is
@@ -172,7 +177,8 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("config dir %s is a file, not a directory", o.ConfigDir)
 	}
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
-	d.server = server.New(d.cache, server.Config{Logger: o.Logger})
+	d.server = server.New(d.cache, server.Config{Logger: o.Logger,
+		MaxStreams: o.MaxStreams, StreamsPerSecond: o.StreamsPerSecond, StreamBurst: o.StreamBurst})
 	if len(o.Etcd.Endpoints) > 0 {
 		if o.ConfigDir != "" {
 			return errors.New("give a config dir or etcd endpoints, not both")
