@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -60,6 +61,9 @@ func TestDaemon_etcd_failover_resends_nothing(t *testing.T) {
 		s1 := deltaOn(r1)
 		s1.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("mover"), TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{svcCluster}})
 		r := s1.Recv()
+		if id := r.GetControlPlane().GetIdentifier(); !strings.HasPrefix(id, "xdsd r1 revision ") {
+			t.Fatalf("control_plane.identifier %q, want the replica and its revision", id)
+		}
 		held := map[string]string{}
 		for _, res := range r.GetResources() {
 			held[res.GetName()] = res.GetVersion()

@@ -152,7 +152,8 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	st.status.sent(ts.t, ts.lastVersion, nonce)
 	st.srv.metrics.responses.Add(1)
 	if st.delta {
-		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
+		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce,
+			ControlPlane: st.srv.controlPlane.Load().message()}
 		for _, k := range keys {
 			r := ts.clientHeldAt(k)
 			resp.Resources = append(resp.Resources, &discovery.Resource{Name: r.Name, Version: r.Version, Ttl: durationpb.New(r.TTL)})
@@ -171,7 +172,8 @@ func (st *stream) sendHeartbeat(ts *typeState, keys []string) error {
 	for _, k := range keys {
 		bodies = append(bodies, st.sotwBody(ts.clientHeldAt(k)))
 	}
-	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce})
+	return st.sendSotw(&discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, Resources: bodies, TypeUrl: ts.t.URL, Nonce: nonce,
+		ControlPlane: st.srv.controlPlane.Load().message()})
 }
 
 // oncePerResource returns keys without those under which the client holds

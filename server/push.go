@@ -176,8 +176,9 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 	if !st.publishedAt.IsZero() {
 		st.srv.metrics.latency.Observe(time.Since(st.publishedAt))
 	}
+	cp := st.srv.controlPlane.Load() // one for the message and its encoding
 	if st.delta {
-		return st.sendDelta(ts, items, removed, nonce)
+		return st.sendDelta(ts, items, removed, nonce, cp)
 	}
 	// A response with everything the stream holds, which many streams
 	// hold, is written from shared bytes.
@@ -191,7 +192,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		rs = st.sotwResources(ts, w)
 	}
 	if st.sendParts != nil {
-		sc := getParts(func(b []byte) []byte { return appendSotwHeader(b, ts.lastVersion, ts.t.URL, nonce) })
+		sc := getParts(func(b []byte) []byte { return appendSotwHeader(b, ts.lastVersion, ts.t.URL, nonce, cp.field(false)) })
 		if whole {
 			sc.parts = append(sc.parts, c.sotwEntries())
 		} else {
@@ -201,7 +202,7 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		}
 		return sc.send(st.sendParts)
 	}
-	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce}
+	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce, ControlPlane: cp.message()}
 	bodies := func() {
 		resp.Resources = make([]*anypb.Any, len(rs))
 		for i, r := range rs {
@@ -213,13 +214,13 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		return st.sendSotw(resp)
 	}
 	if whole {
-		return st.sendWire(sotwWire(resp, [][]byte{c.sotwEntries()}, bodies))
+		return st.sendWire(sotwWire(resp, cp.field(false), [][]byte{c.sotwEntries()}, bodies))
 	}
 	parts := make([][]byte, len(rs))
 	for i, r := range rs {
 		parts[i] = st.sotwPart(r)
 	}
-	return st.sendWire(sotwWire(resp, parts, bodies))
+	return st.sendWire(sotwWire(resp, cp.field(false), parts, bodies))
 }
 
 // sotwPart returns r's entry in a SotW response's resources.
@@ -231,7 +232,7 @@ func (st *stream) sotwPart(r *resource.Resource) []byte {
 }
 
 // sendDelta writes an incremental response with items and removed.
-func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce string) error {
+func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce string, cp *controlPlane) error {
 	// A response with everything the stream holds, which many streams
 	// hold, is written from shared bytes; its entries, in their order, are
 	// made only if a codec other than ours asks.
@@ -239,7 +240,7 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 	whole := c != nil && len(removed) == 0 && len(items) == len(c.keys) && plain(items)
 	if st.sendParts != nil {
 		sc := getParts(func(b []byte) []byte {
-			return appendDeltaHeader(b, ts.lastVersion, ts.t.URL, nonce, removed)
+			return appendDeltaHeader(b, ts.lastVersion, ts.t.URL, nonce, removed, cp.field(true))
 		})
 		switch {
 		case whole:
@@ -264,6 +265,7 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 		TypeUrl:           ts.t.URL,
 		Nonce:             nonce,
 		RemovedResources:  removed,
+		ControlPlane:      cp.message(),
 	}
 	resources := func() {
 		if whole {
@@ -282,13 +284,13 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 		return st.sendDeltaResp(resp)
 	}
 	if whole {
-		return st.sendWire(deltaWire(resp, [][]byte{c.deltaEntries()}, resources))
+		return st.sendWire(deltaWire(resp, cp.field(true), [][]byte{c.deltaEntries()}, resources))
 	}
 	parts := make([][]byte, len(entries))
 	for i := range entries {
 		parts[i] = entries[i].encoded(ts.t)
 	}
-	return st.sendWire(deltaWire(resp, parts, resources))
+	return st.sendWire(deltaWire(resp, cp.field(true), parts, resources))
 }
 
 // sotwResources returns the resources of a SotW response for w: for a

@@ -78,6 +78,9 @@ type Server struct {
 	// or NACKed them, across streams (see AwaitingReplies).
 	awaiting  atomic.Int64
 	admission *admission
+	// controlPlane is what responses carry in control_plane; nil: nothing
+	// (see SetControlPlane).
+	controlPlane atomic.Pointer[controlPlane]
 }
 
 // New returns a Server that serves the snapshots of c.
@@ -202,7 +205,7 @@ func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string,
 	ts.setNames(names)
 	w := ts.evaluate(snap)
 	items := slices.SortedFunc(slices.Values(w.upserts), compareItems) // a copy: the upserts may be shared
-	resp = &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce()}
+	resp = &discovery.DiscoveryResponse{TypeUrl: t.URL, Nonce: s.nextNonce(), ControlPlane: s.controlPlane.Load().message()}
 	var xor uint64
 	for _, it := range items {
 		body := it.res.Body

@@ -60,28 +60,30 @@ func (w *wireResponse) buffers() mem.BufferSlice {
 // sotwWire assembles a SotW response around pre-encoded resource entries;
 // resp is the same response as a message, whose resources complete fills
 // if it is ever needed.
-func sotwWire(resp *discovery.DiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
-	h := appendSotwHeader(nil, resp.VersionInfo, resp.TypeUrl, resp.Nonce)
+func sotwWire(resp *discovery.DiscoveryResponse, cp []byte, parts [][]byte, complete func()) *wireResponse {
+	h := appendSotwHeader(nil, resp.VersionInfo, resp.TypeUrl, resp.Nonce, cp)
 	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
 }
 
-// appendSotwHeader appends the fields of a SotW response but its resources.
-func appendSotwHeader(b []byte, version, typeURL, nonce string) []byte {
+// appendSotwHeader appends the fields of a SotW response but its
+// resources; cp is its encoded control_plane field, if any.
+func appendSotwHeader(b []byte, version, typeURL, nonce string, cp []byte) []byte {
 	b = appendString(b, sotwVersionField, version)
 	b = appendString(b, sotwTypeURLField, typeURL)
-	return appendString(b, sotwNonceField, nonce)
+	b = appendString(b, sotwNonceField, nonce)
+	return append(b, cp...)
 }
 
 // deltaWire assembles an incremental response: parts are the encoded
 // entries of the resources that complete puts in resp, in the same order.
-func deltaWire(resp *discovery.DeltaDiscoveryResponse, parts [][]byte, complete func()) *wireResponse {
-	h := appendDeltaHeader(nil, resp.SystemVersionInfo, resp.TypeUrl, resp.Nonce, resp.RemovedResources)
+func deltaWire(resp *discovery.DeltaDiscoveryResponse, cp []byte, parts [][]byte, complete func()) *wireResponse {
+	h := appendDeltaHeader(nil, resp.SystemVersionInfo, resp.TypeUrl, resp.Nonce, resp.RemovedResources, cp)
 	return &wireResponse{header: h, parts: parts, msg: resp, complete: complete}
 }
 
 // appendDeltaHeader appends the fields of an incremental response but its
-// resources.
-func appendDeltaHeader(b []byte, version, typeURL, nonce string, removed []string) []byte {
+// resources; cp is its encoded control_plane field, if any.
+func appendDeltaHeader(b []byte, version, typeURL, nonce string, removed []string, cp []byte) []byte {
 	b = appendString(b, deltaVersionField, version)
 	b = appendString(b, deltaTypeURLField, typeURL)
 	b = appendString(b, deltaNonceField, nonce)
@@ -89,7 +91,7 @@ func appendDeltaHeader(b []byte, version, typeURL, nonce string, removed []strin
 		b = protowire.AppendTag(b, deltaRemovedField, protowire.BytesType)
 		b = protowire.AppendString(b, n)
 	}
-	return b
+	return append(b, cp...)
 }
 
 // partsScratch is what a response sent from parts (stream.sendParts) is

@@ -28,11 +28,14 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 	b := resource.MustNew(&endpointv3.ClusterLoadAssignment{ClusterName: "b"}, resource.WithTTL(time.Minute))
 	vh := resource.MustNew(&routev3.VirtualHost{Name: "rc/vh", Domains: []string{"x.com"}})
 
+	cp := newControlPlane("replica-1 revision 42")
 	sotw := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7",
 		Resources: []*anypb.Any{a.Body, b.Body}}
-	check(t, sotwWire(sotw, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, nil), sotw, new(discovery.DiscoveryResponse))
-	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7"}
-	check(t, sotwWire(lazy, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, func() { lazy.Resources = sotw.Resources }), sotw, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(sotw, nil, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, nil), sotw, new(discovery.DiscoveryResponse))
+	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message()}
+	withCP := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message(),
+		Resources: sotw.Resources}
+	check(t, sotwWire(lazy, cp.field(false), [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, func() { lazy.Resources = sotw.Resources }), withCP, new(discovery.DiscoveryResponse))
 
 	deltaCheck := func(typ *resource.Type, items []item, removed []string, want *discovery.DeltaDiscoveryResponse) {
 		entries := deltaEntries(typ, items, removed)
@@ -41,8 +44,12 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 			parts[i] = entries[i].encoded(typ)
 		}
 		resp := &discovery.DeltaDiscoveryResponse{SystemVersionInfo: want.SystemVersionInfo, TypeUrl: want.TypeUrl,
-			Nonce: want.Nonce, RemovedResources: want.RemovedResources}
-		check(t, deltaWire(resp, parts, func() {
+			Nonce: want.Nonce, RemovedResources: want.RemovedResources, ControlPlane: want.ControlPlane}
+		var field []byte
+		if want.ControlPlane != nil {
+			field = cp.field(true)
+		}
+		check(t, deltaWire(resp, field, parts, func() {
 			for i := range entries {
 				resp.Resources = append(resp.Resources, entries[i].message(typ))
 			}
@@ -54,7 +61,7 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 				{Name: "rc/vh", Version: vh.Version, Resource: vh.Body, Aliases: []string{"rc/x.com"}},
 				{Name: "nope", Aliases: []string{"nope"}},
 			},
-			RemovedResources: []string{"gone"}})
+			RemovedResources: []string{"gone"}, ControlPlane: cp.message()})
 	deltaCheck(b.Type, []item{{key: "b", res: b}}, nil, &discovery.DeltaDiscoveryResponse{TypeUrl: b.Type.URL, Nonce: "9",
 		Resources: []*discovery.Resource{{Name: "b", Version: b.Version, Resource: b.Body, Ttl: durationpb.New(time.Minute)}}})
 }

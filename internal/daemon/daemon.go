@@ -133,6 +133,9 @@ type Daemon struct {
 	store  *etcdstore.Replica // nil without Etcd.Endpoints
 	// etcdClient is the store's client (closed by Run); nil without it.
 	etcdClient *clientv3.Client
+	// served is the control plane identifier of the configuration
+	// served; apply's only.
+	served string
 	// loaded is signalled (one waiting at most) after each load, applied
 	// or rejected, for the replica's registration; nil without a store.
 	loaded chan struct{}
@@ -417,6 +420,13 @@ func (d *Daemon) apply(res *configdir.Result) {
 	if len(res.Scoped) > 0 {
 		groupOf = res.GroupOf
 	}
+	id := d.served
+	if d.store != nil {
+		// The responses of this publication say which replica and
+		// revision they come from (Envoy shows it in its config dump).
+		id = fmt.Sprintf("xdsd %s revision %d", d.opts.Etcd.ReplicaName, d.store.Status().Revision)
+		d.server.SetControlPlane(id)
+	}
 	changes, err := d.cache.Publish(cache.Publication{
 		GroupOf: groupOf,
 		Build: func(group string, last *cache.Snapshot) (*cache.Snapshot, error) {
@@ -428,6 +438,9 @@ func (d *Daemon) apply(res *configdir.Result) {
 			d.log.Error("node group cannot be served; its nodes wait", "group", res.DescribeGroup(group), "error", err)
 		},
 	})
+	if err != nil {
+		d.server.SetControlPlane(d.served) // what is served is what was
+	}
 	if be, ok := errors.AsType[*cache.BuildError](err); ok {
 		d.reject(fmt.Errorf("the configuration cannot be served to %s: %w", res.DescribeGroup(be.Group), be.Err))
 		return
@@ -435,6 +448,7 @@ func (d *Daemon) apply(res *configdir.Result) {
 		d.reject(fmt.Errorf("the configuration cannot be served: %w", err))
 		return
 	}
+	d.served = id
 	n := 0 // resources changed, over the groups
 	for _, ch := range changes {
 		for _, keys := range ch {
