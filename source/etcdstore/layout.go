@@ -28,6 +28,22 @@ const DefaultPrefix = "/xdsd/"
 // firstGeneration is the generation in force when P+"current" is absent.
 const firstGeneration = "0"
 
+// FileKey returns the key of the file at path in generation gen under
+// prefix (DefaultPrefix if empty), for a writer that commits its own
+// transactions (see Apply for the guards it then owes).
+func FileKey(prefix, gen, path string) string { return layout{orDefault(prefix)}.fileKey(gen, path) }
+
+// CurrentKey returns the key of the generation in force under prefix
+// (DefaultPrefix if empty); every change of the configuration rewrites it.
+func CurrentKey(prefix string) string { return layout{orDefault(prefix)}.current() }
+
+func orDefault(prefix string) string {
+	if prefix == "" {
+		return DefaultPrefix
+	}
+	return prefix
+}
+
 // layout names the keys under a prefix.
 type layout struct{ prefix string }
 

@@ -42,7 +42,7 @@ type fleetConfig struct {
 // receive and tells, per round, when each client holds the new content.
 type fleet struct {
 	cfg   fleetConfig
-	addr  string
+	addrs []string           // the servers' addresses: connection (or h2 client) i goes to addrs[i mod len]
 	conns []*grpc.ClientConn // grpc clients' connections
 	bytes atomic.Int64       // bytes read from the server, all connections
 	cur   atomic.Pointer[round]
@@ -89,11 +89,12 @@ func (r *round) complete(id int, t time.Time) {
 // every client.
 var hashSeed = maphash.MakeSeed()
 
-// startFleet opens the fleet's connections to addr and starts its clients.
+// startFleet opens the fleet's connections to addrs, spread evenly over
+// them, and starts its clients.
 // The initial round is already in place when it returns: wait on it with
 // wait. Call stop when done, also after an error.
-func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
-	f := &fleet{cfg: cfg, addr: addr, errc: make(chan error, 1)}
+func startFleet(addrs []string, cfg fleetConfig) (*fleet, *round, error) {
+	f := &fleet{cfg: cfg, addrs: addrs, errc: make(chan error, 1)}
 	initial := newRound(cfg.clients, 0, nil, cfg.clusters)
 	f.cur.Store(initial)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +104,8 @@ func startFleet(addr string, cfg fleetConfig) (*fleet, *round, error) {
 		nconns = 0 // each client dials its own
 	}
 	dialer := &net.Dialer{}
-	for range nconns {
+	for j := range nconns {
+		addr := addrs[j%len(addrs)]
 		opts := []grpc.DialOption{
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
@@ -160,14 +162,14 @@ func (c *client) run(ctx context.Context) error {
 	cfg := c.f.cfg
 	if cfg.client == clientH2 {
 		if cfg.delta {
-			st, err := dialH2[*discovery.DeltaDiscoveryRequest](ctx, c.f.addr, deltaPath, cfg.window, &c.f.bytes, newDeltaResponse)
+			st, err := dialH2[*discovery.DeltaDiscoveryRequest](ctx, c.f.addrs[c.id%len(c.f.addrs)], deltaPath, cfg.window, &c.f.bytes, newDeltaResponse)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			return c.runDelta(st)
 		}
-		st, err := dialH2[*discovery.DiscoveryRequest](ctx, c.f.addr, sotwPath, cfg.window, &c.f.bytes, newSotWResponse)
+		st, err := dialH2[*discovery.DiscoveryRequest](ctx, c.f.addrs[c.id%len(c.f.addrs)], sotwPath, cfg.window, &c.f.bytes, newSotWResponse)
 		if err != nil {
 			return err
 		}

@@ -404,11 +404,10 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	if err != nil {
 		return fail(err)
 	}
-	defer rs.proc.stop(3 * time.Second)
-	pid := rs.proc.pid()
-	logf("%s %s: serving on %s (pid %d)", name, mode, rs.xdsAddr, pid)
+	defer rs.stop(3 * time.Second)
+	logf("%s %s: serving on %s (pids %v)", name, mode, strings.Join(rs.addrs(), ","), rs.pids())
 
-	cpu0, err := cpuTicks(pid)
+	cpu0, err := rs.cpuTicks()
 	if err != nil {
 		return fail(err)
 	}
@@ -438,7 +437,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 		defer func() { stopSelfProfile() }()
 	}
 	start := time.Now()
-	f, initial, err := startFleet(rs.xdsAddr, fleetConfig{
+	f, initial, err := startFleet(rs.addrs(), fleetConfig{
 		clients: o.clients, clusters: o.clusters, delta: mode == "delta", client: o.client,
 		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
 		node: o.node, repeatNode: o.repeatNode,
@@ -453,10 +452,10 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	stopSelfProfile()
 	stopSelfProfile = func() {}
 	res.InitialSync = slices.MaxFunc(initial.at, func(a, b time.Time) int { return a.Compare(b) }).Sub(start).Seconds()
-	if !quiesce(ctx, f, pid, o.quiet, o.quietTimeout) {
+	if !quiesce(ctx, f, rs, o.quiet, o.quietTimeout) {
 		logf("%s %s: not quiet after the initial sync", name, mode)
 	}
-	cpu1, err := cpuTicks(pid)
+	cpu1, err := rs.cpuTicks()
 	if err != nil {
 		return fail(err)
 	}
@@ -468,7 +467,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	res.InitialClientCPU = float64(self1-self0) / clockTicks()
 	res.InitialBytes = f.bytes.Load()
 	runtime.GC()
-	if res.IdleRSS, _, err = memStatus(pid); err != nil {
+	if res.IdleRSS, _, err = rs.memStatus(); err != nil {
 		return fail(err)
 	}
 	if o.pprofDir != "" {
@@ -510,7 +509,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 			name, mode, gen, rr.Commit*1e3, rr.Min*1e3, rr.Max*1e3, rr.P50*1e3, rr.P99*1e3, rr.Bytes, rr.CPU, map[bool]string{false: " (not quiet)", true: ""}[rr.Quiet])
 		runtime.GC()
 	}
-	if res.RSS, res.PeakRSS, err = memStatus(pid); err != nil {
+	if res.RSS, res.PeakRSS, err = rs.memStatus(); err != nil {
 		return fail(err)
 	}
 	// This process's RSS is its clients' live memory, not the garbage of
@@ -529,8 +528,10 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 		res.ProfileRounds, res.ProfilePath = n, path
 		logf("%s %s: %d changes profiled into %s", name, mode, n, path)
 	}
-	if exited, werr := rs.proc.exited(); exited {
-		return fail(fmt.Errorf("server exited: %v (log: %s)", werr, rs.proc.log.Name()))
+	for _, p := range rs.all() {
+		if exited, werr := p.exited(); exited {
+			return fail(fmt.Errorf("server exited: %v (log: %s)", werr, p.log.Name()))
+		}
 	}
 	return res
 }
@@ -548,7 +549,6 @@ func changedSets(o options, gen int) []int {
 // measureRound makes change gen and measures it.
 func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int) (roundResult, error) {
 	rr := roundResult{Gen: gen}
-	pid := rs.proc.pid()
 	idx := changedSets(o, gen)
 	commit, err := rs.stage(ctx, gen, idx)
 	if err != nil {
@@ -557,7 +557,7 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	r := newRound(o.clients, int32(gen), idx, o.clusters)
 	f.startRound(r)
 	bytes0 := f.bytes.Load()
-	cpu0, err := cpuTicks(pid)
+	cpu0, err := rs.cpuTicks()
 	if err != nil {
 		return rr, err
 	}
@@ -571,8 +571,8 @@ func measureRound(ctx context.Context, o options, rs *running, f *fleet, gen int
 	}
 	rr.Commit = time.Since(t0).Seconds()
 	werr := f.wait(ctx, r, o.roundTimeout)
-	rr.Quiet = quiesce(ctx, f, pid, o.quiet, o.quietTimeout)
-	cpu1, err := cpuTicks(pid)
+	rr.Quiet = quiesce(ctx, f, rs, o.quiet, o.quietTimeout)
+	cpu1, err := rs.cpuTicks()
 	if err != nil {
 		return rr, err
 	}
@@ -611,19 +611,19 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 
 // quiesce waits until neither the bytes the clients receive nor the server's
 // CPU time moved for window, and reports whether that happened within limit.
-func quiesce(ctx context.Context, f *fleet, pid int, window, limit time.Duration) bool {
+func quiesce(ctx context.Context, f *fleet, rs *running, window, limit time.Duration) bool {
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	tick := time.NewTicker(max(window/6, time.Millisecond))
 	defer tick.Stop()
 	lastB := f.bytes.Load()
-	lastC, _ := cpuTicks(pid)
+	lastC, _ := rs.cpuTicks()
 	since := time.Now()
 	for {
 		select {
 		case now := <-tick.C:
 			b := f.bytes.Load()
-			c, err := cpuTicks(pid)
+			c, err := rs.cpuTicks()
 			if err != nil {
 				return false
 			}

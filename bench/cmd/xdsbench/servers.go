@@ -22,13 +22,14 @@ const (
 	srvGCPSnapshot = "gcp-snapshot"
 	srvGCPLinear   = "gcp-linear"
 	srvFloor       = "floor"
+	srvXDSDEtcd    = "xdsd-etcd"
 )
 
 // defaultServers are the servers run without -servers; knownServers are all
 // of them (floor only on demand: it is a reference, not a contender).
 var (
 	defaultServers = []string{srvXDSDDir, srvXDSDLib, srvGCPSnapshot, srvGCPLinear}
-	knownServers   = []string{srvXDSDDir, srvXDSDLib, srvXDSDLibGRPC, srvGCPSnapshot, srvGCPLinear, srvFloor}
+	knownServers   = []string{srvXDSDDir, srvXDSDEtcd, srvXDSDLib, srvXDSDLibGRPC, srvGCPSnapshot, srvGCPLinear, srvFloor}
 )
 
 // serverTitles are the column titles of the servers.
@@ -39,6 +40,7 @@ var serverTitles = map[string]string{
 	srvGCPSnapshot: "gcp-snapshot",
 	srvGCPLinear:   "gcp-linear",
 	srvFloor:       "floor",
+	srvXDSDEtcd:    "xdsd (etcd ×3)",
 }
 
 // env is what starting a server needs.
@@ -59,6 +61,14 @@ type env struct {
 type running struct {
 	proc    *proc
 	xdsAddr string
+	// replicas, for a server of several replicas (proc is the first), are
+	// the processes whose CPU and memory count, and xdsAddrs their
+	// addresses, which the clients are spread over; infra are processes
+	// that serve them (etcd), stopped last.
+	replicas []*proc
+	xdsAddrs []string
+	infra    []*proc
+	onStop   func() // if set, run once every process has stopped
 	// pprofBase is the base URL of the server's /debug/pprof/.
 	pprofBase string
 	// stage prepares generation gen of the endpoint sets idx and returns the
@@ -68,12 +78,81 @@ type running struct {
 	stage func(ctx context.Context, gen int, idx []int) (commit func() error, err error)
 }
 
+// all returns the server's processes whose CPU and memory count.
+func (r *running) all() []*proc {
+	if len(r.replicas) > 0 {
+		return r.replicas
+	}
+	if r.proc == nil {
+		return nil
+	}
+	return []*proc{r.proc}
+}
+
+// addrs returns the addresses clients connect to.
+func (r *running) addrs() []string {
+	if len(r.xdsAddrs) > 0 {
+		return r.xdsAddrs
+	}
+	return []string{r.xdsAddr}
+}
+
+// pids returns the process ids of all.
+func (r *running) pids() []int {
+	var out []int
+	for _, p := range r.all() {
+		out = append(out, p.pid())
+	}
+	return out
+}
+
+// cpuTicks returns the CPU all have used, in clock ticks.
+func (r *running) cpuTicks() (int64, error) {
+	var sum int64
+	for _, p := range r.all() {
+		t, err := cpuTicks(p.pid())
+		if err != nil {
+			return 0, err
+		}
+		sum += t
+	}
+	return sum, nil
+}
+
+// memStatus returns the resident and peak resident memory of all, added
+// up.
+func (r *running) memStatus() (rss, hwm int64, err error) {
+	for _, p := range r.all() {
+		a, b, err := memStatus(p.pid())
+		if err != nil {
+			return 0, 0, err
+		}
+		rss, hwm = rss+a, hwm+b
+	}
+	return rss, hwm, nil
+}
+
+// stop stops every process of the server, infra last.
+func (r *running) stop(grace time.Duration) {
+	for _, p := range r.all() {
+		p.stop(grace)
+	}
+	for _, p := range r.infra {
+		p.stop(grace)
+	}
+	if r.onStop != nil {
+		r.onStop()
+	}
+}
+
 // startServer starts the server called name and waits until it serves the
 // initial configuration.
 func startServer(ctx context.Context, e env, name string, readyTimeout time.Duration) (*running, error) {
 	switch name {
 	case srvXDSDDir:
 		return startXDSDDir(ctx, e, readyTimeout)
+	case srvXDSDEtcd:
+		return startXDSDEtcd(ctx, e, readyTimeout)
 	case srvXDSDLib:
 		return startSelf(ctx, e, name, []string{"serve-xdsd-lib"}, readyTimeout)
 	case srvXDSDLibGRPC:
