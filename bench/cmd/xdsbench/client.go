@@ -34,6 +34,9 @@ type fleetConfig struct {
 	window         int    // initial HTTP/2 stream window (connection: × streamsPerConn)
 	node           string // nodeMinimal or nodeEnvoy
 	repeatNode     bool   // send the node in every request, not only the first
+	// failover makes a delta grpc client whose stream fails resume on the
+	// next address, with initial_resource_versions of what it holds.
+	failover bool
 }
 
 // fleet is N Envoy-like ADS clients of one server, in this process. Each
@@ -46,7 +49,11 @@ type fleet struct {
 	conns []*grpc.ClientConn // grpc clients' connections
 	bytes atomic.Int64       // bytes read from the server, all connections
 	cur   atomic.Pointer[round]
-	errc  chan error // the first stream failure
+	// resumed, when set, is the round of the clients that resume on
+	// another address (failover): each completes it at its first response
+	// there.
+	resumed atomic.Pointer[round]
+	errc    chan error // the first stream failure
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -103,30 +110,12 @@ func startFleet(addrs []string, cfg fleetConfig) (*fleet, *round, error) {
 	if cfg.client == clientH2 {
 		nconns = 0 // each client dials its own
 	}
-	dialer := &net.Dialer{}
 	for j := range nconns {
 		addr := addrs[j%len(addrs)]
-		opts := []grpc.DialOption{
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
-				c, err := dialer.DialContext(ctx, "tcp", a)
-				if err != nil {
-					return nil, err
-				}
-				return &countingConn{Conn: c, n: &f.bytes}, nil
-			}),
-			grpc.WithReadBufferSize(cfg.readBuffer),
-			grpc.WithWriteBufferSize(cfg.writeBuffer),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
-		}
-		if cfg.window > 0 { // else grpc-go's default: windows sized by its bandwidth probe's pings
-			opts = append(opts, grpc.WithInitialWindowSize(int32(cfg.window)),
-				grpc.WithInitialConnWindowSize(int32(cfg.window*min(cfg.streamsPerConn, 64))))
-		}
-		cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+		cc, err := f.dial(addr)
 		if err != nil {
 			f.stop()
-			return nil, nil, fmt.Errorf("dial %s: %w", addr, err)
+			return nil, nil, err
 		}
 		f.conns = append(f.conns, cc)
 	}
@@ -138,6 +127,9 @@ func startFleet(addrs []string, cfg fleetConfig) (*fleet, *round, error) {
 			clusters: make([]uint64, cfg.clusters),
 			clas:     make([]uint64, cfg.clusters),
 			markers:  make([]int32, cfg.clusters),
+		}
+		if cfg.failover {
+			c.clusterVer, c.claVer = make([]string, cfg.clusters), make([]string, cfg.clusters)
 		}
 		if cfg.repeatNode {
 			c.repeatedNode = c.node
@@ -154,6 +146,43 @@ func startFleet(addrs []string, cfg fleetConfig) (*fleet, *round, error) {
 		})
 	}
 	return f, initial, nil
+}
+
+// dial opens a grpc connection to addr counting the bytes read into
+// f.bytes.
+func (f *fleet) dial(addr string) (*grpc.ClientConn, error) {
+	cfg := f.cfg
+	dialer := &net.Dialer{}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, "tcp", a)
+			if err != nil {
+				return nil, err
+			}
+			return &countingConn{Conn: c, n: &f.bytes}, nil
+		}),
+		grpc.WithReadBufferSize(cfg.readBuffer),
+		grpc.WithWriteBufferSize(cfg.writeBuffer),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(1 << 30)),
+	}
+	if cfg.window > 0 { // else grpc-go's default: windows sized by its bandwidth probe's pings
+		opts = append(opts, grpc.WithInitialWindowSize(int32(cfg.window)),
+			grpc.WithInitialConnWindowSize(int32(cfg.window*min(cfg.streamsPerConn, 64))))
+	}
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	return cc, nil
+}
+
+// home returns the index of the address client id connects to first.
+func (f *fleet) home(id int) int {
+	if f.cfg.client == clientH2 {
+		return id % len(f.addrs)
+	}
+	return (id / f.cfg.streamsPerConn) % len(f.addrs)
 }
 
 // run opens the client's ADS stream and runs it until ctx is done or the
@@ -179,16 +208,72 @@ func (c *client) run(ctx context.Context) error {
 	ads := discovery.NewAggregatedDiscoveryServiceClient(c.f.conns[c.id/cfg.streamsPerConn])
 	if cfg.delta {
 		st, err := ads.DeltaAggregatedResources(ctx)
-		if err != nil {
-			return err
+		if err == nil {
+			err = c.runDelta(st)
 		}
-		return c.runDelta(st)
+		for attempt := 1; cfg.failover && ctx.Err() == nil && attempt < len(c.f.addrs); attempt++ {
+			err = c.resume(ctx, c.f.addrs[(c.f.home(c.id)+attempt)%len(c.f.addrs)])
+		}
+		return err
 	}
 	st, err := ads.StreamAggregatedResources(ctx)
 	if err != nil {
 		return err
 	}
 	return c.runSotW(st)
+}
+
+// resume opens a delta stream on addr, on a connection of its own, and
+// runs it as a resumption: with what the client holds.
+func (c *client) resume(ctx context.Context, addr string) error {
+	cc, err := c.f.dial(addr)
+	if err != nil {
+		return err
+	}
+	defer cc.Close()
+	st, err := discovery.NewAggregatedDiscoveryServiceClient(cc).DeltaAggregatedResources(ctx)
+	if err != nil {
+		return err
+	}
+	c.resumed = true
+	return c.runDelta(st)
+}
+
+// held returns the versions of what the client holds (vers: clusterVer or
+// claVer) by name; nil without failover, or on a stream's first start.
+func (c *client) held(vers []string) map[string]string {
+	if !c.resumed {
+		return nil
+	}
+	out := make(map[string]string)
+	for i, v := range vers {
+		if v != "" {
+			out[clusterName(i)] = v
+		}
+	}
+	return out
+}
+
+// keepVersions records the versions a delta response sends, and forgets
+// those it removes, with failover.
+func (c *client) keepVersions(resp *discovery.DeltaDiscoveryResponse) {
+	if c.clusterVer == nil {
+		return
+	}
+	vers := c.claVer
+	if resp.GetTypeUrl() == clusterTypeURL {
+		vers = c.clusterVer
+	}
+	for _, r := range resp.GetResources() {
+		if i, err := clusterIndex(r.GetName(), len(vers)); err == nil && r.GetResource() != nil {
+			vers[i] = r.GetVersion()
+		}
+	}
+	for _, name := range resp.GetRemovedResources() {
+		if i, err := clusterIndex(name, len(vers)); err == nil {
+			vers[i] = ""
+		}
+	}
 }
 
 // sotwStream and deltaStream are an ADS stream of either client: grpc-go's
@@ -273,8 +358,13 @@ type client struct {
 	clusters     []uint64
 	clas         []uint64
 	markers      []int32
-	nCluster     int // clusters held
-	nCLA         int // endpoint sets held
+	// With failover, the versions of the clusters and endpoint sets held
+	// (by index), for initial_resource_versions when resuming elsewhere;
+	// resumed says the stream is such a resumption, and not yet answered.
+	clusterVer, claVer []string
+	resumed            bool
+	nCluster           int // clusters held
+	nCLA               int // endpoint sets held
 
 	round *round // the round hits counts for
 	hits  int    // changed endpoint sets of round seen at round.gen
@@ -458,8 +548,20 @@ func resourceName(a *anypb.Any) (string, error) {
 // that are new (and an unsubscription of those removed), then the CDS ACK
 // with the response's nonce; every EDS response ACKed with its nonce.
 func (c *client) runDelta(st deltaStream) error {
-	if err := st.Send(&discovery.DeltaDiscoveryRequest{Node: c.node, TypeUrl: clusterTypeURL}); err != nil {
+	if err := st.Send(&discovery.DeltaDiscoveryRequest{Node: c.node, TypeUrl: clusterTypeURL,
+		InitialResourceVersions: c.held(c.clusterVer)}); err != nil {
 		return err
+	}
+	if c.resumed { // what it held of the endpoints, as Envoy asks for them again
+		held := c.held(c.claVer)
+		names := make([]string, 0, len(held))
+		for n := range held {
+			names = append(names, n)
+		}
+		if err := st.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: endpointTypeURL, ResourceNamesSubscribe: names,
+			InitialResourceVersions: held}); err != nil {
+			return err
+		}
 	}
 	for {
 		resp, err := st.Recv()
@@ -467,6 +569,13 @@ func (c *client) runDelta(st deltaStream) error {
 			return err
 		}
 		now := time.Now()
+		if c.resumed {
+			c.resumed = false
+			if r := c.f.resumed.Load(); r != nil {
+				r.complete(c.id, now)
+			}
+		}
+		c.keepVersions(resp)
 		switch resp.GetTypeUrl() {
 		case clusterTypeURL:
 			var sub, unsub []string // not kept: they hold the response's strings

@@ -115,6 +115,13 @@ func (p *proc) stop(grace time.Duration) {
 	p.log.Close()
 }
 
+// kill ends the child at once (SIGKILL), as a crash would, and waits for
+// it.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.exit
+}
+
 // exited reports whether the child has exited, and why.
 func (p *proc) exited() (bool, error) {
 	select {

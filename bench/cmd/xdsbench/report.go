@@ -187,6 +187,14 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 		if sm.quietMissing > 0 {
 			fmt.Fprintf(w, "%s: %d round(s) did not go quiet within -quiet-timeout; their bytes and CPU are cut there\n", runTitle(o, r), sm.quietMissing)
 		}
+		if fo := r.Failover; fo != nil {
+			share := 0.0
+			if r.InitialBytes > 0 {
+				share = 100 * float64(fo.Bytes) / float64(r.InitialBytes)
+			}
+			fmt.Fprintf(w, "%s: failover: a replica killed, its %d clients resumed on the others within %.1f ms, receiving %.1f KiB (%.3f %% of the initial sync's bytes)\n",
+				runTitle(o, r), fo.Clients, fo.Max*1e3, float64(fo.Bytes)/1024, share)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ type options struct {
 	client         string // "grpc" or "h2": see fleetConfig
 	node           string // nodeMinimal or nodeEnvoy
 	repeatNode     bool
+	failover       bool // servers of several replicas: kill one at the end, time its clients' resumption
 	inPlace        bool // xdsd-dir: rewrite endpoint files in place, not renamed into place
 	rewriteAll     bool // xdsd-dir: rewrite every endpoint file in each change, the K changed ones and the others byte-identical
 	streamsPerConn int
@@ -114,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.IntVar(&o.rounds, "rounds", o.rounds, "measured rounds (changes) per server")
 	fs.StringVar(&o.client, "client", o.client, "the clients' HTTP/2 and gRPC: grpc (grpc-go's client) or h2 (a minimal one on each client's goroutine,\nwhich takes less of the CPU shared with the server; one stream per connection)")
 	fs.StringVar(&o.node, "node", o.node, "the clients' node: minimal (an id and a cluster) or envoy (also the user agent, build, client features\nand ~300 extensions, some 40 KB, as an Envoy sends)")
+	fs.BoolVar(&o.failover, "failover", false, "for a server of several replicas (xdsd-etcd), delta mode: after the rounds, kill the first\nreplica (SIGKILL) and time until each of its clients, resuming on the next with\ninitial_resource_versions, has its first response there, and what they receive")
 	fs.BoolVar(&o.repeatNode, "repeat-node", false, "send the node in every request, as an Envoy does unless its config source sets\nset_node_on_first_message_only (default: in the first request only)")
 	fs.BoolVar(&o.inPlace, "in-place", false, "xdsd-dir: rewrite each changed endpoint file in place (truncate, write, close), as cp or a shell\nredirection does (default: write a temporary file, then rename it into place)")
 	fs.BoolVar(&o.rewriteAll, "rewrite-all", false, "xdsd-dir: each change rewrites every endpoint file, the K changed and the others with the bytes they hold,\nas a generator that writes the whole directory does; the change's time starts before the first file")
@@ -364,10 +366,19 @@ type result struct {
 	IdleRSS                         int64   // server RSS with every client connected and idle
 	ClientRSS                       int64   // this process's RSS, clients idle after the rounds
 	Rounds                          []roundResult
-	RSS, PeakRSS                    int64  // server VmRSS after the rounds, and VmHWM
-	LoadAvg                         string // /proc/loadavg when the server's run ended: other load on the machine
-	ProfileRounds                   int    `json:",omitempty"`
-	ProfilePath                     string `json:",omitempty"`
+	RSS, PeakRSS                    int64           // server VmRSS after the rounds, and VmHWM
+	LoadAvg                         string          // /proc/loadavg when the server's run ended: other load on the machine
+	ProfileRounds                   int             `json:",omitempty"`
+	ProfilePath                     string          `json:",omitempty"`
+	Failover                        *failoverResult `json:",omitempty"`
+}
+
+// failoverResult is the resumption of a killed replica's clients on the
+// others (-failover).
+type failoverResult struct {
+	Clients int     // the killed replica's
+	Max     float64 // seconds from the kill until the last of them had its first response elsewhere
+	Bytes   int64   // received by all clients meanwhile
 }
 
 // roundResult is one change: latencies are from the change (rename or
@@ -440,7 +451,7 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	f, initial, err := startFleet(rs.addrs(), fleetConfig{
 		clients: o.clients, clusters: o.clusters, delta: mode == "delta", client: o.client,
 		streamsPerConn: o.streamsPerConn, readBuffer: o.readBuffer, writeBuffer: o.writeBuffer, window: o.window,
-		node: o.node, repeatNode: o.repeatNode,
+		node: o.node, repeatNode: o.repeatNode, failover: o.failover && mode == "delta" && len(rs.addrs()) > 1,
 	})
 	if err != nil {
 		return fail(err)
@@ -533,7 +544,42 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 			return fail(fmt.Errorf("server exited: %v (log: %s)", werr, p.log.Name()))
 		}
 	}
+	if f.cfg.failover {
+		fo, err := measureFailover(ctx, o, rs, f)
+		if err != nil {
+			return fail(fmt.Errorf("failover: %w", err))
+		}
+		res.Failover = fo
+		logf("%s %s: failover: %d clients resumed within %.1fms, receiving %d bytes", name, mode, fo.Clients, fo.Max*1e3, fo.Bytes)
+	}
 	return res
+}
+
+// measureFailover kills the server's first replica and times until each of
+// its clients has had a first response from another.
+func measureFailover(ctx context.Context, o options, rs *running, f *fleet) (*failoverResult, error) {
+	victims := 0
+	for i := range o.clients {
+		if f.home(i) == 0 {
+			victims++
+		}
+	}
+	r := newRound(o.clients, -1, nil, o.clusters)
+	r.remaining.Store(int64(victims))
+	f.resumed.Store(r)
+	bytes0 := f.bytes.Load()
+	t0 := time.Now()
+	rs.replicas[0].kill()
+	if err := f.wait(ctx, r, o.roundTimeout); err != nil {
+		return nil, err
+	}
+	fo := &failoverResult{Clients: victims, Bytes: f.bytes.Load() - bytes0}
+	for _, at := range r.at {
+		if !at.IsZero() {
+			fo.Max = max(fo.Max, at.Sub(t0).Seconds())
+		}
+	}
+	return fo, nil
 }
 
 // changedSets returns the endpoint sets that round gen changes: K
