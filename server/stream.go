@@ -496,7 +496,14 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 		var items []item
 		for name, v := range req.GetInitialResourceVersions() {
 			if e := ts.lookup(name); ts.wildcard || (e != nil && e.flags&fNamed != 0) {
-				items = append(items, item{key: name, res: xdsinternal.Placeholder(t, name, v)})
+				// The snapshot's own resource when the client holds its
+				// version (a client back from another replica holds the
+				// most), else a bodiless stand-in for that version.
+				if r := st.snap.Get(t, name); r != nil && r.Version == v {
+					items = append(items, item{key: r.Name, res: r})
+				} else {
+					items = append(items, item{key: name, res: xdsinternal.Placeholder(t, name, v)})
+				}
 			}
 		}
 		ts.holdItems(items)

@@ -192,8 +192,8 @@ func printTable(w io.Writer, o options, mode string, results []*result) {
 			if r.InitialBytes > 0 {
 				share = 100 * float64(fo.Bytes) / float64(r.InitialBytes)
 			}
-			fmt.Fprintf(w, "%s: failover: a replica killed, its %d clients resumed on the others within %.1f ms, receiving %.1f KiB (%.3f %% of the initial sync's bytes)\n",
-				runTitle(o, r), fo.Clients, fo.Max*1e3, float64(fo.Bytes)/1024, share)
+			fmt.Fprintf(w, "%s: failover: a replica killed, its %d clients resumed on the others within %.1f ms (first %.1f ms, p50 %.1f ms), receiving %.1f KiB (%.3f %% of the initial sync's bytes)\n",
+				runTitle(o, r), fo.Clients, fo.Max*1e3, fo.Min*1e3, fo.P50*1e3, float64(fo.Bytes)/1024, share)
 		}
 	}
 }

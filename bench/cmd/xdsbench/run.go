@@ -376,9 +376,10 @@ type result struct {
 // failoverResult is the resumption of a killed replica's clients on the
 // others (-failover).
 type failoverResult struct {
-	Clients int     // the killed replica's
-	Max     float64 // seconds from the kill until the last of them had its first response elsewhere
-	Bytes   int64   // received by all clients meanwhile
+	Clients  int     // the killed replica's
+	Max      float64 // seconds from the kill until the last of them had its first response elsewhere
+	Min, P50 float64 // the first of them, and the median
+	Bytes    int64   // received by all clients meanwhile
 }
 
 // roundResult is one change: latencies are from the change (rename or
@@ -567,6 +568,14 @@ func measureFailover(ctx context.Context, o options, rs *running, f *fleet) (*fa
 	r := newRound(o.clients, -1, nil, o.clusters)
 	r.remaining.Store(int64(victims))
 	f.resumed.Store(r)
+	var profiled chan error // the second replica's CPU profile of the failover, if asked for
+	if o.pprofDir != "" && len(rs.replicaPprof) > 1 {
+		profiled = make(chan error, 1)
+		path := filepath.Join(o.pprofDir, "failover-replica-2.pprof")
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", rs.replicaPprof[1], o.pprofSeconds)
+		go func() { profiled <- fetchTo(ctx, url, path) }()
+		defer func() { <-profiled }()
+	}
 	bytes0 := f.bytes.Load()
 	t0 := time.Now()
 	rs.replicas[0].kill()
@@ -574,10 +583,15 @@ func measureFailover(ctx context.Context, o options, rs *running, f *fleet) (*fa
 		return nil, err
 	}
 	fo := &failoverResult{Clients: victims, Bytes: f.bytes.Load() - bytes0}
+	var ds []time.Duration
 	for _, at := range r.at {
 		if !at.IsZero() {
-			fo.Max = max(fo.Max, at.Sub(t0).Seconds())
+			ds = append(ds, at.Sub(t0))
 		}
+	}
+	slices.Sort(ds)
+	if len(ds) > 0 {
+		fo.Min, fo.P50, fo.Max = ds[0].Seconds(), quantile(ds, 0.5).Seconds(), ds[len(ds)-1].Seconds()
 	}
 	return fo, nil
 }

@@ -69,6 +69,8 @@ type running struct {
 	xdsAddrs []string
 	infra    []*proc
 	onStop   func() // if set, run once every process has stopped
+	// replicaPprof are the replicas' base URLs of /debug/pprof/, by replica.
+	replicaPprof []string
 	// pprofBase is the base URL of the server's /debug/pprof/.
 	pprofBase string
 	// stage prepares generation gen of the endpoint sets idx and returns the

@@ -104,6 +104,7 @@ func startXDSDEtcd(ctx context.Context, e env, readyTimeout time.Duration) (*run
 		}
 		r.replicas = append(r.replicas, p)
 		r.xdsAddrs = append(r.xdsAddrs, xdsAddr)
+		r.replicaPprof = append(r.replicaPprof, "http://"+adminAddr)
 		if err := pollHTTP(ctx, p, "http://"+adminAddr+"/readyz", readyTimeout); err != nil {
 			return fail(err)
 		}
