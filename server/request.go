@@ -102,19 +102,22 @@ func (r *deltaRequest) decode(raw []byte) error {
 	} else if count == 0 {
 		return proto.Unmarshal(raw, &r.msg)
 	}
-	var t *resource.Type
-	if count > 0 {
-		if t = r.only; t == nil {
-			t = resource.Lookup(string(typeURL))
-		}
+	t := r.only
+	if t == nil {
+		t = resource.Lookup(string(typeURL))
 	}
 	names := make([]string, 0, count)
-	var rest []byte // raw without the names and the node
+	var rest []byte      // raw without the names, the node and the initial versions
+	var initial [][]byte // the initial versions' entries, whole fields
 	for b := raw; len(b) > 0; {
 		num, typ, n := protowire.ConsumeField(b)
 		field := b[:n]
 		b = b[n:]
 		if typ == protowire.BytesType && num == deltaReqNodeField {
+			continue
+		}
+		if typ == protowire.BytesType && num == deltaReqInitialField {
+			initial = append(initial, field)
 			continue
 		}
 		if num != deltaReqSubscribeField || typ != protowire.BytesType {
@@ -132,13 +135,76 @@ func (r *deltaRequest) decode(raw []byte) error {
 			names = append(names, string(name))
 		}
 	}
+	versions, ok := r.initialVersions(initial, t)
+	if !ok { // left to protobuf, which decodes every form of a map entry
+		for _, f := range initial {
+			rest = append(rest, f...)
+		}
+	}
 	if err := proto.Unmarshal(rest, &r.msg); err != nil {
 		return err
 	}
 	if count > 0 {
 		r.msg.ResourceNamesSubscribe = names
 	}
+	if ok && versions != nil {
+		r.msg.InitialResourceVersions = versions
+	}
 	return nil
+}
+
+// Field numbers of DeltaDiscoveryRequest's initial_resource_versions and of
+// a map entry's key and value.
+const (
+	deltaReqInitialField = 5
+	mapKeyField          = 1
+	mapValueField        = 2
+)
+
+// initialVersions decodes the entries of initial_resource_versions, each
+// key that snap has (of type t) its own string rather than a copy: a
+// client back from another server names everything it holds. It decodes
+// only entries of a key and a value, each once at most and valid UTF-8,
+// and reports whether every entry was one (not ok: protobuf decodes them).
+func (r *deltaRequest) initialVersions(fields [][]byte, t *resource.Type) (map[string]string, bool) {
+	if len(fields) == 0 {
+		return nil, true
+	}
+	out := make(map[string]string, len(fields))
+	for _, f := range fields {
+		_, _, tagLen := protowire.ConsumeTag(f)
+		entry, _ := protowire.ConsumeBytes(f[tagLen:])
+		var key, value []byte
+		seenKey, seenValue := false, false
+		for len(entry) > 0 {
+			num, typ, n := protowire.ConsumeTag(entry)
+			if n < 0 || typ != protowire.BytesType || (num != mapKeyField && num != mapValueField) {
+				return nil, false
+			}
+			v, m := protowire.ConsumeBytes(entry[n:])
+			if m < 0 || !utf8.Valid(v) {
+				return nil, false
+			}
+			if num == mapKeyField {
+				if seenKey {
+					return nil, false
+				}
+				key, seenKey = v, true
+			} else {
+				if seenValue {
+					return nil, false
+				}
+				value, seenValue = v, true
+			}
+			entry = entry[n+m:]
+		}
+		name := string(key)
+		if res := xdsinternal.GetBytes(r.snap, t, key); res != nil {
+			name = res.Name
+		}
+		out[name] = string(value)
+	}
+	return out, true
 }
 
 // namesDigest identifies a resource_names list by its encoding.

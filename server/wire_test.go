@@ -179,6 +179,18 @@ func FuzzNodeSkipped(f *testing.F) {
 	f.Add([]byte{0x1a, 0x02, 0xff, 0xfe})
 	f.Add([]byte{0x12, 0x01, 't', 0x1a, 0x05, 'a'})
 	f.Add([]byte{0x18, 0x01, 0x1a, 0x00, 0x22, 0x01, 'u'})
+	// initial_resource_versions, which the codec decodes itself when every
+	// entry is a key and a value: with a node (the codec's path), entries
+	// given twice, with a value only, a key twice, an unknown field, and
+	// invalid UTF-8.
+	initial, _ := proto.Marshal(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, Node: &corev3.Node{Id: "n"},
+		InitialResourceVersions: map[string]string{"a": "1", "b": ""}})
+	f.Add(initial)
+	f.Add(append(append([]byte{}, initial...), 0x2a, 0x06, 0x0a, 0x01, 'a', 0x12, 0x01, '2'))
+	f.Add(append(append([]byte{}, initial...), 0x2a, 0x03, 0x12, 0x01, 'v'))
+	f.Add(append(append([]byte{}, initial...), 0x2a, 0x06, 0x0a, 0x01, 'a', 0x0a, 0x01, 'b'))
+	f.Add(append(append([]byte{}, initial...), 0x2a, 0x05, 0x0a, 0x01, 'a', 0x18, 0x01))
+	f.Add(append(append([]byte{}, initial...), 0x2a, 0x03, 0x0a, 0x01, 0xff))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DeltaDiscoveryRequest)
 		wantErr := lenientDecode(t, data, want)
