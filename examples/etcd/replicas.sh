@@ -23,7 +23,7 @@ etcd --name xdsd-example --data-dir "$tmp/etcd" \
   --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
   --initial-cluster xdsd-example=http://127.0.0.1:2380 --logger zap --log-level error &
 for _ in $(seq 50); do   # etcd takes a moment to answer
-  if "$tmp/xdsctl" apply --etcd-endpoints "$etcd_url" --timeout 1s --prune examples/config; then break; fi
+  if "$tmp/xdsctl" apply --etcd-endpoints "$etcd_url" --timeout 1s --prune examples/config 2>/dev/null; then break; fi
   sleep 0.2
 done
 for i in 1 2 3; do
