@@ -438,7 +438,7 @@ func (d *Daemon) apply(res *configdir.Result) {
 			d.log.Error("node group cannot be served; its nodes wait", "group", res.DescribeGroup(group), "error", err)
 		},
 	})
-	if err != nil {
+	if err != nil && d.store != nil {
 		d.server.SetControlPlane(d.served) // what is served is what was
 	}
 	if be, ok := errors.AsType[*cache.BuildError](err); ok {

@@ -170,6 +170,10 @@ func (s *Stream[Req, Resp]) Send(r Req) {
 	}
 }
 
+// TrySend sends a request and returns the error, for a stream the server
+// may have ended already.
+func (s *Stream[Req, Resp]) TrySend(r Req) error { return s.send(r) }
+
 // Recv returns the next response, failing the test after Timeout.
 func (s *Stream[Req, Resp]) Recv() Resp {
 	s.t.Helper()
