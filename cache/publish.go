@@ -106,6 +106,14 @@ func (c *Cache) Publish(p Publication) (map[string]Changes, error) {
 		changes[name] = s.Diff(g.snap) // what was served: a group may have been built since
 		g.snap = s
 	}
+	// A group that came into use after the groups were counted was built
+	// (if at all) by the builder before: it is built again with this one,
+	// as the watchers moved into it arrive, or below.
+	for name, g := range c.groups {
+		if _, ok := built[name]; !ok {
+			g.snap = nil
+		}
+	}
 	now := time.Now()
 	var moves []move
 	for name, g := range c.groups {
@@ -122,6 +130,11 @@ func (c *Cache) Publish(p Publication) (map[string]Changes, error) {
 		}
 	}
 	c.moveAllLocked(moves)
+	for name, g := range c.groups {
+		if g.snap == nil && len(g.watchers) > 0 {
+			c.builtGroupLocked(name) // wakes its watchers, if it builds
+		}
+	}
 	return changes, nil
 }
 

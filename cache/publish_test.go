@@ -223,4 +223,41 @@ func TestPublish(t *testing.T) {
 			t.Fatalf("snapshot %v, failures %v: want none and g2's", snap, failed)
 		}
 	})
+
+	t.Run("N1_a_watcher_that_joins_during_the_build_gets_the_new_publication", func(t *testing.T) {
+		// A node of a group no one used joins while Publish builds: the
+		// old builder builds its group, which the new publication must
+		// replace.
+		groupOf := func(n *corev3.Node) string { return n.GetId() } // a node's group is its id
+		pub := func(gen int, hold chan struct{}) cache.Publication {
+			return cache.Publication{GroupOf: groupOf, Build: func(group string, _ *cache.Snapshot) (*cache.Snapshot, error) {
+				if hold != nil && group == "" {
+					hold <- struct{}{} // tell the test the build runs
+					<-hold
+				}
+				return cache.NewSnapshot(cluster(fmt.Sprintf("%s@%d", group, gen)))
+			}}
+		}
+		c := cache.New(nil)
+		if _, err := c.Publish(pub(1, nil)); err != nil {
+			t.Fatal(err)
+		}
+		hold := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if _, err := c.Publish(pub(2, hold)); err != nil {
+				t.Error(err)
+			}
+		}()
+		<-hold // Publish(2) is between its phases
+		w := c.WatchFunc(&corev3.Node{Id: "x"}, func() {})
+		defer w.Close()
+		hold <- struct{}{}
+		<-done
+		snap, _, _ := w.Take()
+		if g, gen := seen(t, snap); gen != 2 {
+			t.Fatalf("after Publish(2) returned, watcher of group %q serves generation %d", g, gen)
+		}
+	})
 }

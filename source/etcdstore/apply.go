@@ -274,7 +274,11 @@ func commit(ctx context.Context, cli *clientv3.Client, guards []clientv3.Cmp, op
 func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, result map[string][]byte, guards []clientv3.Cmp, ifRevision int64, a Applied) (Applied, error) {
 	gen := strconv.FormatUint(rand.Uint64()>>1, 36)
 	abandon := func(err error) (Applied, error) {
-		_, _ = cli.Delete(context.WithoutCancel(ctx), l.generation(gen), clientv3.WithPrefix())
+		// Unless the switch went through after all (a commit whose
+		// answer was lost): then the generation is the one in force.
+		_, _ = cli.Txn(context.WithoutCancel(ctx)).
+			If(clientv3.Compare(clientv3.Value(l.current()), "=", gen)).
+			Else(clientv3.OpDelete(l.generation(gen), clientv3.WithPrefix())).Commit()
 		return Applied{}, err
 	}
 	var ops []clientv3.Op

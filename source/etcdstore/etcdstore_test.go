@@ -429,3 +429,51 @@ func BenchmarkApply10000(b *testing.B) {
 		}
 	}
 }
+
+// TestReplicaBadKey checks that a key that is no file's path, rejected,
+// loses nothing: once it is gone the replica loads every file, those of
+// its first read and those changed meanwhile.
+func TestReplicaBadKey(t *testing.T) {
+	srv := etcdtest.Start(t)
+	cli := srv.Client()
+	defer cli.Close()
+	ctx := context.Background()
+
+	t.Run("bad_key_at_first_read_then_removed", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		if _, err := cli.Put(ctx, "/xdsd/config/0/x//y.yaml", "resources: []"); err != nil {
+			t.Fatal(err)
+		}
+		_, l := startReplica(t, cli)
+		l.until(t, "a rejection", func(_ []*configdir.Result, errs []error) bool { return len(errs) > 0 })
+		if _, err := cli.Delete(ctx, "/xdsd/config/0/x//y.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "a load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		got := names(l.last(), resource.ClusterType)
+		if len(got) != 1 {
+			t.Errorf("applied a configuration without cluster a: %v", got)
+		}
+	})
+
+	t.Run("change_while_a_bad_key_is_there", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		_, l := startReplica(t, cli)
+		l.until(t, "first load", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 })
+		if _, err := cli.Put(ctx, "/xdsd/config/0/x//y.yaml", "resources: []"); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "a rejection", func(_ []*configdir.Result, errs []error) bool { return len(errs) > 0 })
+		if _, err := cli.Put(ctx, "/xdsd/config/0/endpoints/a.yaml", string(endpointsFile("a", 1009))); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "a second rejection", func(_ []*configdir.Result, errs []error) bool { return len(errs) > 1 })
+		if _, err := cli.Delete(ctx, "/xdsd/config/0/x//y.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		l.until(t, "a second load", func(a []*configdir.Result, _ []error) bool { return len(a) > 1 })
+		if p := port(l.last(), "a"); p != 1009 {
+			t.Errorf("after the bad key went the replica serves a on port %d, etcd holds 1009", p)
+		}
+	})
+}

@@ -59,12 +59,13 @@ type Replica struct {
 	status Status
 
 	// Run's goroutine owns the fields below.
-	gen    string       // the generation in force
-	rev    int64        // the latest revision read
-	readAt int64        // the revision files were last read whole at
-	files  fstest.MapFS // the generation's files, by path; the loader reads them
-	bad    map[string]bool
+	gen    string          // the generation in force
+	rev    int64           // the latest revision read
+	readAt int64           // the revision files were last read whole at
+	files  fstest.MapFS    // the generation's files, by path; the loader reads them
+	bad    map[string]bool // keys that are no file's path (then nothing is loaded)
 	loader *configdir.Loader
+	loaded bool // the loader has read the files since they were made (else Load reads them all)
 }
 
 // NewReplica returns a replica for cfg; Run starts it.
@@ -127,9 +128,13 @@ func (r *Replica) Run(ctx context.Context, apply func(*configdir.Result), reject
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		// Whatever failed, the configuration is read whole again: a
+		// response that failed midway may have left changes read but not
+		// loaded (the cache's publication sends clients the difference
+		// only).
+		synced = false
 		if errors.Is(err, errCompacted) {
 			r.log.Info("etcd compacted the revisions the watch was to read; reading the configuration whole again", "revision", r.rev)
-			synced = false
 			continue
 		}
 		if wait.cur == 0 { // once per run of failures: the probe says when etcd is back
@@ -168,6 +173,7 @@ func (r *Replica) readGeneration(ctx context.Context, gen string, rev int64) err
 	if gen != r.gen || r.loader == nil {
 		r.files = fstest.MapFS{}
 		r.loader = configdir.NewFSLoader(r.files, "etcd keys "+r.l.generation(gen))
+		r.loaded = false
 	} else {
 		clear(r.files)
 	}
@@ -266,13 +272,13 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 			if ev.Type == clientv3.EventTypePut {
 				gen = generationOf(ev.Kv.Value)
 			}
-			r.rev = rev
 			if gen != r.gen {
 				if err := r.readGeneration(ctx, gen, rev); err != nil {
-					return nil, false, err
+					return nil, false, err // r.rev stays before the switch
 				}
 				switched, changed = true, nil
 			}
+			r.rev = rev
 			continue
 		}
 		r.rev = rev
@@ -294,11 +300,14 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 // load loads the files (the changed paths, or all of them if whole) and
 // hands the result to apply or its problems to reject.
 func (r *Replica) load(changed []string, whole bool, apply func(*configdir.Result), reject func(error)) {
-	r.mu.Lock()
-	r.status.Revision, r.status.Generation = r.rev, r.gen
-	r.mu.Unlock()
+	defer func() { // once the load is applied or rejected: xdsctl apply --wait reads it
+		r.mu.Lock()
+		r.status.Revision, r.status.Generation = r.rev, r.gen
+		r.mu.Unlock()
+	}()
 	where := fmt.Sprintf("etcd revision %d, keys under %s", r.rev, r.l.generation(r.gen))
 	if len(r.bad) > 0 {
+		r.loaded = false // the changes left unread meanwhile: the next load reads every file
 		for path := range r.bad {
 			reject(fmt.Errorf("%s: key %s: not a file path", where, r.l.fileKey(r.gen, path)))
 			return
@@ -306,11 +315,12 @@ func (r *Replica) load(changed []string, whole bool, apply func(*configdir.Resul
 	}
 	var res *configdir.Result
 	var err error
-	if whole {
+	if whole || !r.loaded {
 		res, err = r.loader.Load()
 	} else {
 		res, err = r.loader.Reload(changed)
 	}
+	r.loaded = true
 	if err != nil {
 		reject(fmt.Errorf("%s: %w", where, err))
 		return
