@@ -113,8 +113,9 @@ func (s *Server) AwaitingReplies() int64 { return s.awaiting.Load() }
 // (their sync) from one that served those it had (pushes) by it.
 func (s *Server) StreamsOpened() uint64 { return s.status.opened() }
 
-// Streams returns the number of open streams.
-func (s *Server) Streams() int { return s.status.open() }
+// Streams returns the number of open streams: those taken in and not yet
+// ended, as the bounds on streams count them (Config.MaxStreams).
+func (s *Server) Streams() int { return int(s.admission.open.Load()) }
 
 // Responses returns the number of responses sent since New.
 func (s *Server) Responses() uint64 { return s.metrics.responses.Load() }

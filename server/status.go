@@ -95,13 +95,6 @@ func (r *statusRegistry) opened() uint64 {
 	return r.nextID
 }
 
-// open returns how many streams are open.
-func (r *statusRegistry) open() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.streams)
-}
-
 func (r *statusRegistry) remove(ss *streamStatus) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -422,6 +422,8 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 	// again (S10).
 	if nonce != "" && nonce == ts.nonce {
 		st.recordReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
+	} else if nonce != "" && nonce == ts.prevNonce {
+		st.recordSupersededReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	}
 	first := !ts.active
 	ts.active = true
@@ -474,6 +476,8 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 			ts.clearDropped()
 			ts.compact()
 		}
+	} else if nonce != "" && nonce == ts.prevNonce {
+		st.recordSupersededReply(ts, "", req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
 	}
 	// A stale nonce still carries subscription changes (D2).
 	first := !ts.active
@@ -513,7 +517,12 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 
 // await records that ts's latest response, nonce, awaits its reply.
 func (st *stream) await(ts *typeState, nonce string) {
-	ts.nonce, ts.superseded = nonce, false
+	if ts.superseded && ts.waiting { // its reply may still come: see recordSupersededReply
+		ts.prevNonce, ts.prevVersion = ts.nonce, ts.nonceVersion
+	} else {
+		ts.prevNonce, ts.prevVersion = "", ""
+	}
+	ts.nonce, ts.nonceVersion, ts.superseded = nonce, ts.lastVersion, false
 	if !ts.waiting {
 		ts.waiting = true
 		st.srv.awaiting.Add(1)
@@ -534,6 +543,23 @@ func (st *stream) stopWaiting(ts *typeState) {
 func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 	st.stopWaiting(ts)
 	st.recordAccepted(ts, nack)
+	st.recordOutcome(ts, ts.lastVersion, version, msg, nack)
+}
+
+// recordSupersededReply records an ACK or NACK of the response a request
+// superseded (see typeState.superseded), which came after the response
+// sent in its place: the NACK counts, and is logged and shown, as any.
+func (st *stream) recordSupersededReply(ts *typeState, version, msg string, nack bool) {
+	if !nack {
+		version = ts.prevVersion
+	}
+	st.recordOutcome(ts, ts.prevVersion, version, msg, nack)
+	ts.prevNonce, ts.prevVersion = "", ""
+}
+
+// recordOutcome records a NACK of the response of version sent, or an ACK
+// of version acked, in the warm gate, the log, the status and the metrics.
+func (st *stream) recordOutcome(ts *typeState, sent, acked, msg string, nack bool) {
 	if nack {
 		st.warm.nack(ts.t)
 		msg = clip(msg)
@@ -541,18 +567,18 @@ func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
 		// refresh sends it every TTL/2): the first of a run is a warning,
 		// the rest are counted in the metrics and the status only.
 		level := slog.LevelWarn
-		if h := nackHash(ts.lastVersion, msg); h == ts.nackLogged {
+		if h := nackHash(sent, msg); h == ts.nackLogged {
 			level = slog.LevelDebug
 		} else {
 			ts.nackLogged = h
 		}
-		st.logger().Log(context.Background(), level, "NACK", "type", ts.t.Short, "rejected_version", ts.lastVersion, "message", msg)
-		st.status.nack(ts.t, ts.lastVersion, msg)
+		st.logger().Log(context.Background(), level, "NACK", "type", ts.t.Short, "rejected_version", sent, "message", msg)
+		st.status.nack(ts.t, sent, msg)
 		st.srv.metrics.nacks[ts.t.Order].Add(1)
 		return
 	}
 	ts.nackLogged = 0
-	st.status.ack(ts.t, version)
+	st.status.ack(ts.t, acked)
 	st.srv.metrics.acks[ts.t.Order].Add(1)
 }
 

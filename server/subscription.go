@@ -37,7 +37,11 @@ type typeState struct {
 	// than it carries: the next response need not wait for its reply,
 	// which may never come (PROTOCOL S7, D2; see paced).
 	superseded bool
-	sent       bool // at least one response was sent for this type
+	// nonceVersion is the version of the response of nonce; prevNonce and
+	// prevVersion, those of the response superseded by it, whose reply
+	// may still come ("" if none: see recordSupersededReply).
+	nonceVersion, prevNonce, prevVersion string
+	sent                                 bool // at least one response was sent for this type
 	// beating says the outstanding response is a heartbeat; beatDue,
 	// that the type's heartbeat is to go as soon as it has no response
 	// in flight (see sendHeartbeats, recordAccepted); beatDeferred, that

@@ -68,13 +68,13 @@ func TestSupersededResponse(t *testing.T) {
 			s.Send(&discovery.DiscoveryRequest{TypeUrl: eds, ResourceNames: []string{"b"}})
 			r2 := s.Recv()
 			wantNames(t, r2, "b")
-			// The late reply to the first response is stale: it
-			// neither ACKs nor NACKs the second.
+			// The late reply to the first response is the first's: a
+			// NACK of it counts, for its version, not the second's.
 			s.Send(nack(r1, "", "late", "a"))
 			s.Send(ack(r2, "b"))
 			waitFor(t, func() bool { return typeStatus(t, e, eds).AckedVersion == r2.VersionInfo })
-			if ts := typeStatus(t, e, eds); ts.NackMessage != "" {
-				t.Fatalf("a stale NACK was recorded: %+v", ts)
+			if ts := typeStatus(t, e, eds); ts.NackMessage != "late" || ts.NackedVersion != r1.VersionInfo {
+				t.Fatalf("status %+v, want the NACK of the first response's version %s", ts, r1.VersionInfo)
 			}
 			publish(e, rawxds.Endpoints("a", 2), rawxds.Endpoints("b", 2))
 			wantNames(t, s.Recv(), "b")
@@ -130,6 +130,21 @@ func TestSupersededResponse(t *testing.T) {
 			if ts := typeStatus(t, e, eds); ts.NackMessage != "" || ts.NackedVersion != "" {
 				t.Fatalf("a stale NACK was recorded: %+v", ts)
 			}
+		})
+		t.Run("D2_nack_of_a_superseded_response_is_recorded/"+v.name, func(t *testing.T) {
+			// Its reply comes after the response sent in its place:
+			// its NACK counts all the same.
+			e, s, r1, r2 := staleNonce(t, v.delta)
+			s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResponseNonce: r1.Nonce, ResourceNamesSubscribe: []string{"b"}})
+			r3 := s.Recv()
+			wantDelta(t, r3, eds, []string{"b"}, nil)
+			s.Send(dnack(r2, "a v2 rejected"))
+			waitFor(t, func() bool { return typeStatus(t, e, eds).NackMessage == "a v2 rejected" })
+			if ts := typeStatus(t, e, eds); ts.NackedVersion != r2.SystemVersionInfo {
+				t.Fatalf("NACK recorded for version %q, want r2's %q", ts.NackedVersion, r2.SystemVersionInfo)
+			}
+			s.Send(dack(r3))
+			waitFor(t, func() bool { return typeStatus(t, e, eds).AckedVersion == r3.SystemVersionInfo })
 		})
 		t.Run("D2_first_request_with_a_nonce_keeps_initial_versions/"+v.name, func(t *testing.T) {
 			// A client back from another stream (or replica) may carry
