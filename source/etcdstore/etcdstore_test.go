@@ -2,11 +2,14 @@ package etcdstore_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
+	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/configdir"
 	"github.com/xdsd/xdsd/source/etcdstore"
@@ -476,4 +480,48 @@ func TestReplicaBadKey(t *testing.T) {
 			t.Errorf("after the bad key went the replica serves a on port %d, etcd holds 1009", p)
 		}
 	})
+}
+
+// TestReplicaTLS runs the store over TLS to an etcd that requires client
+// certificates: a client with the CA and a certificate of it writes and
+// reads; one without a certificate is refused.
+func TestReplicaTLS(t *testing.T) {
+	ca := testcerts.NewCA(t, "etcd CA")
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	srvCert := ca.Issue(t, "etcd", true)
+	cliCert := ca.Issue(t, "xdsd", false)
+	caFile := write("ca.pem", ca.CertPEM)
+	cfg := etcdstore.ClientConfig{CA: caFile, Cert: write("client.pem", cliCert.CertPEM), Key: write("client-key.pem", cliCert.KeyPEM)}
+	srv := etcdtest.StartTLS(t, &etcdtest.TLS{
+		CertFile: write("server.pem", srvCert.CertPEM), KeyFile: write("server-key.pem", srvCert.KeyPEM), CAFile: caFile,
+		Client: &tls.Config{RootCAs: ca.Pool(), Certificates: []tls.Certificate{cliCert.TLSCertificate(t)}},
+	})
+	cfg.Endpoints = []string{srv.Endpoint}
+	cli, err := etcdstore.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+	_, l := startReplica(t, cli)
+	l.until(t, "the load over TLS", func(a []*configdir.Result, _ []error) bool { return len(a) > 0 && port(a[len(a)-1], "a") == 1001 })
+
+	cfg.Cert, cfg.Key = "", ""
+	anon, err := etcdstore.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer anon.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := etcdstore.Apply(ctx, anon, "", etcdstore.Change{Files: service("a", 1002)}); err == nil {
+		t.Fatal("a client without a certificate wrote to an etcd that requires one")
+	}
 }

@@ -6,6 +6,7 @@ package etcdtest
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -38,14 +39,29 @@ type Server struct {
 	bin      string
 	dir      string
 	peerURL  string
+	tls      *TLS       // nil: plain HTTP
 	mu       sync.Mutex // guards cmd and done
 	cmd      *exec.Cmd
 	done     chan struct{} // closed when cmd has exited
 }
 
+// TLS makes the server serve its clients over TLS with the PEM files
+// CertFile and KeyFile, and require client certificates signed by the
+// CAFile's CA; Client then presents ClientCert (a tls.Config's).
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+	// Client is the configuration of the server's own clients (Client,
+	// and the wait for it to answer).
+	Client *tls.Config
+}
+
 // Start starts an etcd for the test, stopped when the test ends. It skips
 // the test if there is no etcd binary, unless RequiredEnv says otherwise.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Server { return StartTLS(t, nil) }
+
+// StartTLS is Start for a server that serves its clients over TLS, if tc
+// is not nil.
+func StartTLS(t testing.TB, tc *TLS) *Server {
 	t.Helper()
 	bin, err := exec.LookPath("etcd")
 	if err != nil {
@@ -54,9 +70,13 @@ func Start(t testing.TB) *Server {
 		}
 		t.Skipf("no etcd binary (%v); install Debian's etcd-server", err)
 	}
+	scheme := "http://"
+	if tc != nil {
+		scheme = "https://"
+	}
 	s := &Server{
-		t: t, bin: bin, dir: t.TempDir(),
-		Endpoint: "http://" + freeAddr(t),
+		t: t, bin: bin, dir: t.TempDir(), tls: tc,
+		Endpoint: scheme + freeAddr(t),
 		peerURL:  "http://" + freeAddr(t),
 	}
 	s.start()
@@ -88,6 +108,10 @@ func (s *Server) start() {
 		"--initial-cluster", "test="+s.peerURL,
 		"--logger", "zap", "--log-level", "error",
 	)
+	if s.tls != nil {
+		cmd.Args = append(cmd.Args, "--cert-file", s.tls.CertFile, "--key-file", s.tls.KeyFile,
+			"--trusted-ca-file", s.tls.CAFile, "--client-cert-auth")
+	}
 	logf, err := os.OpenFile(filepath.Join(s.dir, "etcd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		s.t.Fatal(err)
@@ -152,17 +176,27 @@ func (s *Server) Restart() {
 // Client returns a client of the server; the caller closes it.
 func (s *Server) Client() *clientv3.Client {
 	s.t.Helper()
-	return NewClient(s.t, s.Endpoint)
+	var tc *tls.Config
+	if s.tls != nil {
+		tc = s.tls.Client
+	}
+	return newClient(s.t, s.Endpoint, tc)
 }
 
 // NewClient returns a client of the etcd at endpoint, quiet; the caller
 // closes it.
 func NewClient(t testing.TB, endpoint string) *clientv3.Client {
 	t.Helper()
+	return newClient(t, endpoint, nil)
+}
+
+func newClient(t testing.TB, endpoint string, tc *tls.Config) *clientv3.Client {
+	t.Helper()
 	c, err := clientv3.New(clientv3.Config{
 		Endpoints:   []string{endpoint},
 		DialTimeout: 5 * time.Second,
 		Logger:      zap.NewNop(),
+		TLS:         tc,
 	})
 	if err != nil {
 		t.Fatalf("etcd client: %v", err)
