@@ -263,12 +263,15 @@ func TestReplica(t *testing.T) {
 // waitStatus waits until the replica's status satisfies cond.
 func waitStatus(t *testing.T, r *etcdstore.Replica, what string, cond func(etcdstore.Status) bool) {
 	t.Helper()
-	deadline := time.Now().Add(wait)
+	deadline := time.After(wait)
+	tick := time.NewTicker(10 * time.Millisecond) // the status has no channel: poll it
+	defer tick.Stop()
 	for !cond(r.Status()) {
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("replica not %s within %v: %+v", what, wait, r.Status())
 		}
-		time.Sleep(10 * time.Millisecond) // polling with a deadline: the status has no channel
 	}
 }
 
