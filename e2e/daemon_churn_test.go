@@ -239,18 +239,27 @@ type envoyLike struct {
 
 func newEnvoyLike(t *testing.T, addr, node string, ads, delta bool) *envoyLike {
 	t.Helper()
-	c, err := client.New(client.Config{
+	return newEnvoyLikeWith(t, client.Config{
 		Node:        &corev3.Node{Id: node},
 		Server:      addr,
 		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
 		ADS:         ads,
 		Delta:       delta,
-		Backoff:     func(int) time.Duration { return 20 * time.Millisecond },
 	})
+}
+
+// newEnvoyLikeWith is newEnvoyLike with the client's configuration; a nil
+// Backoff reconnects after 20 ms.
+func newEnvoyLikeWith(t *testing.T, cfg client.Config) *envoyLike {
+	t.Helper()
+	if cfg.Backoff == nil {
+		cfg.Backoff = func(int) time.Duration { return 20 * time.Millisecond }
+	}
+	c, err := client.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &envoyLike{node: node, ads: ads, c: c, eds: map[string]func(){}, ports: map[string]uint32{}}
+	e := &envoyLike{node: cfg.Node.GetId(), ads: cfg.ADS, c: c, eds: map[string]func(){}, ports: map[string]uint32{}}
 	e.stop = c.Watch(resource.ClusterType, "*", clustersWatch{e})
 	return e
 }

@@ -167,6 +167,15 @@ func (d *daemonProc) stop(t *testing.T) {
 	})
 }
 
+// kill ends the process with SIGKILL, as a crash or a lost machine does,
+// and waits for it to end; the test's end then does not stop it.
+func (d *daemonProc) kill() {
+	d.stopOnce.Do(func() {
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+	})
+}
+
 // waitLog waits until match finds something in the whole log and returns
 // it; it fails t if the process ends or ctx is done first.
 func (d *daemonProc) waitLog(ctx context.Context, t *testing.T, what string, match func(string) []string) []string {

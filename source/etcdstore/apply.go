@@ -74,11 +74,13 @@ type ChangeError struct {
 
 func (e *ChangeError) Error() string { return e.Path + ": " + e.Reason }
 
-// Limits of one transaction, below etcd's defaults (--max-txn-ops 128,
-// --max-request-bytes 1.5 MiB) with room for the guards and the keys.
+// MaxTxnOps and MaxTxnBytes bound what Apply writes in one transaction,
+// below etcd's defaults (--max-txn-ops 128, --max-request-bytes 1.5 MiB)
+// with room for the guards and the keys; a larger change is written as a
+// new generation.
 const (
-	maxTxnOps   = 120
-	maxTxnBytes = 1 << 20
+	MaxTxnOps   = 120
+	MaxTxnBytes = 1 << 20
 )
 
 // attempts bounds how often Apply starts again when another writer
@@ -189,7 +191,7 @@ func apply(ctx context.Context, cli *clientv3.Client, l layout, ch Change) (Appl
 		size += len(l.fileKey(s.gen, p)) + len(result[p])
 	}
 	guards := s.guards(l, ch.IfRevision)
-	if len(puts)+len(dels)+1 <= maxTxnOps && size <= maxTxnBytes {
+	if len(puts)+len(dels)+1 <= MaxTxnOps && size <= MaxTxnBytes {
 		ops := make([]clientv3.Op, 0, len(puts)+len(dels)+1)
 		for _, p := range puts {
 			ops = append(ops, clientv3.OpPut(l.fileKey(s.gen, p), string(result[p])))
@@ -294,10 +296,10 @@ func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, re
 	for _, p := range slices.Sorted(maps.Keys(result)) {
 		key := l.fileKey(gen, p)
 		n := len(key) + len(result[p])
-		if n > maxTxnBytes {
-			return abandon(fmt.Errorf("%s: %d bytes, more than one etcd request takes (%d)", p, len(result[p]), maxTxnBytes))
+		if n > MaxTxnBytes {
+			return abandon(fmt.Errorf("%s: %d bytes, more than one etcd request takes (%d)", p, len(result[p]), MaxTxnBytes))
 		}
-		if len(ops) == maxTxnOps || size+n > maxTxnBytes {
+		if len(ops) == MaxTxnOps || size+n > MaxTxnBytes {
 			if err := flush(); err != nil {
 				return abandon(err)
 			}

@@ -65,7 +65,7 @@ type Replica struct {
 	files  fstest.MapFS    // the generation's files, by path; the loader reads them
 	bad    map[string]bool // keys that are no file's path (then nothing is loaded)
 	loader *configdir.Loader
-	loaded bool // the loader has read the files since they were made (else Load reads them all)
+	loaded bool // the loader has read the files since they were read whole (else Load reads them all)
 }
 
 // NewReplica returns a replica for cfg; Run starts it.
@@ -170,13 +170,16 @@ func (r *Replica) readGeneration(ctx context.Context, gen string, rev int64) err
 		}
 		return err
 	}
-	if gen != r.gen || r.loader == nil {
+	// One loader for every generation: a file whose bytes are those it
+	// held in the generation before is not parsed again, so a switch to a
+	// generation that changes a few of many files costs little more than
+	// those files.
+	if r.loader == nil {
 		r.files = fstest.MapFS{}
-		r.loader = configdir.NewFSLoader(r.files, "etcd keys "+r.l.generation(gen))
-		r.loaded = false
-	} else {
-		clear(r.files)
+		r.loader = configdir.NewFSLoader(r.files, "etcd keys under "+r.l.prefix+"config/")
 	}
+	clear(r.files)
+	r.loaded = false
 	r.bad = nil
 	for _, kv := range resp.Kvs {
 		if _, path, ok := r.l.file(string(kv.Key)); ok {

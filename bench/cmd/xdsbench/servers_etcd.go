@@ -116,21 +116,36 @@ func startXDSDEtcd(ctx context.Context, e env, readyTimeout time.Duration) (*run
 	return r, nil
 }
 
-// etcdStager returns the stage function of the xdsd-etcd server: the
-// commit writes the changed endpoint files of generation gen in one etcd
-// transaction, with the rewrite of the generation in force that every
-// change makes, as xdsctl apply commits a small change (its check of the
-// whole result before, which a deploy tool pays once per change, is left
-// out: the round times what the fleet waits for).
+// etcdStager returns the stage function of the xdsd-etcd server. A change
+// that fits one etcd transaction is committed as one: the changed endpoint
+// files of the generation in force, with the rewrite of the generation key
+// that every change makes, as xdsctl apply commits a small change (its
+// check of the whole result before, which a deploy tool pays once per
+// change, is left out: the round times what the fleet waits for). A larger
+// change is what `xdsctl apply` does with it, check included: a new
+// generation that one transaction makes current.
 func etcdStager(cli *clientv3.Client, e env, gen string) func(ctx context.Context, g int, idx []int) (func() error, error) {
 	return func(ctx context.Context, g int, idx []int) (func() error, error) {
-		ops := make([]clientv3.Op, 0, len(idx)+1)
+		files := make(map[string][]byte, len(idx))
+		size := 0
 		for _, i := range idx {
 			rel, err := filepath.Rel(e.workDir, claFile(e.workDir, i))
 			if err != nil {
 				return nil, err
 			}
-			ops = append(ops, clientv3.OpPut(etcdstore.FileKey("", gen, filepath.ToSlash(rel)), string(claYAML(i, e.endpoints, g))))
+			files[filepath.ToSlash(rel)] = claYAML(i, e.endpoints, g)
+			size += len(files[filepath.ToSlash(rel)])
+		}
+		if len(files)+1 > etcdstore.MaxTxnOps || size > etcdstore.MaxTxnBytes {
+			return func() error {
+				a, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Files: files})
+				gen = a.Generation
+				return err
+			}, nil
+		}
+		ops := make([]clientv3.Op, 0, len(files)+1)
+		for rel, b := range files {
+			ops = append(ops, clientv3.OpPut(etcdstore.FileKey("", gen, rel), string(b)))
 		}
 		ops = append(ops, clientv3.OpPut(etcdstore.CurrentKey(""), gen))
 		return func() error {

@@ -177,13 +177,20 @@ func (s *Stream[Req, Resp]) TrySend(r Req) error { return s.send(r) }
 // Recv returns the next response, failing the test after Timeout.
 func (s *Stream[Req, Resp]) Recv() Resp {
 	s.t.Helper()
+	return s.RecvWithin(Timeout)
+}
+
+// RecvWithin returns the next response, failing the test after d: for a
+// response that follows a change larger than a test's usual.
+func (s *Stream[Req, Resp]) RecvWithin(d time.Duration) Resp {
+	s.t.Helper()
 	select {
 	case r := <-s.resps:
 		return r
 	case err := <-s.errs:
 		s.t.Fatalf("stream ended while waiting for a response: %v", err)
-	case <-time.After(Timeout):
-		s.t.Fatalf("no response within %v", Timeout)
+	case <-time.After(d):
+		s.t.Fatalf("no response within %v", d)
 	}
 	panic("unreachable")
 }
