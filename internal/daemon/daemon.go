@@ -51,6 +51,10 @@ type Options struct {
 	// AdminOptional makes a failure to bind AdminAddr a warning rather than
 	// an error (for the default address, which another instance may hold).
 	AdminOptional bool
+	// AdminShowSecrets makes /config_dump show secret material (private
+	// keys, session ticket keys, generic secrets, ...), which it otherwise
+	// replaces with "[redacted]". WriteDir's files always hold it.
+	AdminShowSecrets bool
 	// RESTAddr is the REST-JSON polling address (optional).
 	RESTAddr string
 	// RESTPollTimeout bounds how long a REST request at the current
@@ -224,6 +228,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("xds listener: %w", err)
 	}
 	var adminLis, restLis net.Listener
+	if o.AdminAddr != "" && o.AdminShowSecrets {
+		d.log.Warn("/config_dump shows secret material in clear (--admin-show-secrets): private keys, session ticket keys, generic secrets")
+	}
 	if o.AdminAddr != "" {
 		if adminLis, err = net.Listen("tcp", o.AdminAddr); err != nil {
 			if !o.AdminOptional {
