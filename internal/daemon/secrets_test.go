@@ -110,3 +110,33 @@ func TestConfigDumpRedacts(t *testing.T) {
 		}
 	})
 }
+
+// TestRejectedSecretNotShown checks that a Secret file that does not load
+// is reported, in the log and in /status, without its private key.
+func TestRejectedSecretNotShown(t *testing.T) {
+	key := string(testcerts.NewCA(t, "test CA").Issue(t, "server", true).KeyPEM)
+	keyLine := strings.Split(key, "\n")[1]
+	dir := t.TempDir()
+	// inline_bytes wants base64: protojson's error quotes the value.
+	writeFile(t, filepath.Join(dir, "secret.yaml"), `"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret
+name: server-cert
+tls_certificate: {private_key: {inline_bytes: `+quote(key)+`}}
+`)
+	var log logBuffer
+	addrs := startDaemon(t, Options{ConfigDir: dir, Logger: slog.New(slog.NewTextHandler(&log, nil))})
+	var rep StatusReport
+	eventually(t, "the load error in /status", func() bool {
+		code, body := get(t, addrs.Admin, "/status", "")
+		if strings.Contains(body, keyLine) {
+			t.Fatalf("/status shows the private key:\n%s", body)
+		}
+		return code == http.StatusOK && json.Unmarshal([]byte(body), &rep) == nil && rep.Config.LastError != ""
+	})
+	if want := "secret.yaml: sds \"server-cert\": tls_certificate.private_key.inline_bytes: invalid value for bytes field inlineBytes: [redacted]"; !strings.Contains(rep.Config.LastError, want) {
+		t.Errorf("last_error %q, want %q in it", rep.Config.LastError, want)
+	}
+	eventually(t, "the rejection in the log", func() bool { return strings.Contains(log.String(), "configuration rejected") })
+	if l := log.String(); strings.Contains(l, keyLine) {
+		t.Errorf("the log shows the private key:\n%s", l)
+	}
+}
