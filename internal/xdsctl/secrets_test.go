@@ -2,6 +2,7 @@ package xdsctl
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -49,5 +50,32 @@ tls_certificate:
 				t.Errorf("[redacted] printed: %v, want %v:\n%s", redacted, !tc.show, out)
 			}
 		})
+	}
+}
+
+// TestAdminToken checks that status and dump send the token of
+// --admin-token-file, and say what is wrong without it.
+func TestAdminToken(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "admin-token", "the-admin-token\n")
+	writeFile(t, dir, "other-token", "another-token")
+	addrs := startXDSD(t, daemon.Options{ConfigDir: configDir(t), AdminTokenFile: filepath.Join(dir, "admin-token")})
+	for _, args := range [][]string{{"status"}, {"dump", "--node", "n1"}} {
+		args = append(args, "--admin", addrs.Admin)
+		if code, out, errs := run(append(args, "--admin-token-file", filepath.Join(dir, "admin-token"))...); code != 0 || out == "" {
+			t.Errorf("%s with the token: exit %d, stdout %q, stderr %q", args[0], code, out, errs)
+		}
+		for what, tc := range map[string]struct {
+			args []string
+			want string
+		}{
+			"no token":      {args, "401 Unauthorized: give --admin-token-file"},
+			"another token": {append(args, "--admin-token-file", filepath.Join(dir, "other-token")), "is not xdsd's"},
+			"no such file":  {append(args, "--admin-token-file", filepath.Join(dir, "nope")), "--admin-token-file: open"},
+		} {
+			if code, _, errs := run(tc.args...); code != exitFail || !strings.Contains(errs, tc.want) {
+				t.Errorf("%s, %s: exit %d, stderr %q; want 1 and %q", args[0], what, code, errs, tc.want)
+			}
+		}
 	}
 }
