@@ -33,7 +33,7 @@ func TestDaemon_CLI(t *testing.T) {
 		help := stdout + stderr
 		for _, flag := range []string{"config-dir", "xds-addr", "admin-addr", "rest-addr", "rest-poll-timeout",
 			"write-dir", "write-format", "write-node", "tls-cert", "tls-key", "client-ca", "log-level",
-			"log-format", "shutdown-grace"} {
+			"log-format", "shutdown-grace", "admin-token-file", "admin-insecure", "admin-show-secrets"} {
 			if !strings.Contains(help, "  -"+flag+" ") && !strings.Contains(help, "  -"+flag+"\n") {
 				t.Errorf("xdsd serve --help does not list -%s", flag)
 			}
@@ -58,6 +58,10 @@ func TestDaemon_CLI(t *testing.T) {
 		{"extra_argument", nil, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "", "stray"}, "unexpected arguments"},
 		{"bad_env_value", []string{"XDSD_REST_POLL_TIMEOUT=soon"}, []string{"serve"}, "XDSD_REST_POLL_TIMEOUT"},
 		{"bad_log_level", nil, []string{"serve", "--log-level", "loud"}, "--log-level"},
+		{"admin_not_loopback_without_a_token", nil, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "0.0.0.0:0"},
+			"is not a loopback address"},
+		{"admin_token_file_missing", []string{"XDSD_ADMIN_TOKEN_FILE=no-such-token-file"}, []string{"serve", "--xds-addr", "127.0.0.1:0", "--admin-addr", "127.0.0.1:0"},
+			"no-such-token-file"},
 		{"config_dir_is_a_file", nil, []string{"serve", "--config-dir", "daemon_cli_test.go", "--xds-addr", "127.0.0.1:0", "--admin-addr", ""},
 			"config dir daemon_cli_test.go is a file, not a directory"},
 	} {

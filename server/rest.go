@@ -117,7 +117,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 	}
 	var rejected string // the version a NACK rejects, not sent again until something changes
 	if req.ErrorDetail != nil {
-		s.log.Warn("REST NACK", "type", t.Short, "node", clip(req.GetNode().GetId()), "message", clip(req.GetErrorDetail().GetMessage()))
+		s.log.Warn("REST NACK", "type", t.Short, "node", clip(req.GetNode().GetId()), "message", nackText(req.GetErrorDetail().GetMessage()))
 		s.metrics.nacks[t.Order].Add(1)
 		rejected = restNonceVersion(req.GetResponseNonce())
 	}

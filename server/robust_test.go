@@ -346,6 +346,28 @@ func TestRobust(t *testing.T) {
 		}
 	})
 
+	// A client's NACK may quote the configuration it rejects: a PEM
+	// private key in it is neither logged nor shown in Status.
+	t.Run("R1_private_keys_in_NACK_messages_are_redacted", func(t *testing.T) {
+		logs := &logRecorder{}
+		c := cache.New(nil)
+		c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1)))
+		e := rawxds.Start(t, c, server.Config{Logger: slog.New(logs.handler())})
+		const keyBody = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg"
+		msg := `Proto constraint validation failed: private_key { inline_string: "-----BEGIN PRIVATE KEY-----\n` + keyBody + `\n-----END PRIVATE KEY-----\n" }`
+		s := e.ADS(t)
+		s.Send(req(cds))
+		r := s.Recv()
+		s.Send(nack(r, "", msg))
+		waitFor(t, func() bool { return logs.count("NACK") == 1 })
+		if logs.contains(keyBody) || !logs.contains("[redacted]") {
+			t.Errorf("the NACK's log line shows the private key, or not [redacted]: %q", logs.texts)
+		}
+		if m := typeStatus(t, e, cds).NackMessage; strings.Contains(m, keyBody) || !strings.Contains(m, "inline_string: \"[redacted]") {
+			t.Errorf("Status shows the NACK message %q", m)
+		}
+	})
+
 	t.Run("R1_garbage_fields_on_ads", func(t *testing.T) {
 		e, w := robustEnv(t)
 		s := e.ADS(t)
@@ -1068,6 +1090,7 @@ type logRecorder struct {
 	msgs   []string
 	sizes  []int
 	levels []slog.Level
+	texts  []string // each record's message and attributes
 }
 
 // handler returns a slog.Handler that records into r.
@@ -1083,14 +1106,19 @@ type recordingHandler struct {
 func (h recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
 
 func (h recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	n := len(r.Message)
+	text := []string{r.Message}
 	for _, a := range h.attrs {
-		n += len(a.String())
+		text = append(text, a.String())
 	}
-	r.Attrs(func(a slog.Attr) bool { n += len(a.String()); return true })
+	r.Attrs(func(a slog.Attr) bool { text = append(text, a.String()); return true })
+	n := 0
+	for _, s := range text {
+		n += len(s)
+	}
 	h.rec.mu.Lock()
 	defer h.rec.mu.Unlock()
 	h.rec.msgs, h.rec.sizes = append(h.rec.msgs, r.Message), append(h.rec.sizes, n)
+	h.rec.texts = append(h.rec.texts, strings.Join(text, " "))
 	h.rec.levels = append(h.rec.levels, r.Level)
 	return nil
 }
@@ -1116,6 +1144,13 @@ func (r *logRecorder) countAt(level slog.Level, prefix string) int {
 		}
 	}
 	return n
+}
+
+// contains reports whether a record's message or attributes hold s.
+func (r *logRecorder) contains(s string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.ContainsFunc(r.texts, func(t string) bool { return strings.Contains(t, s) })
 }
 
 // longest returns the length of the longest record's text.

@@ -21,6 +21,7 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/redact"
 )
 
 // clientFeatureResourceInSotw is the client feature that lets SotW
@@ -315,6 +316,11 @@ func (st *stream) typeOf(url string) (*resource.Type, error) {
 // megabytes of it.
 const maxClientText = 1024
 
+// nackText is a NACK's message as logged and shown in Status: clipped,
+// with any PEM private key in it redacted (a client's message may quote
+// the configuration it rejected).
+func nackText(msg string) string { return clip(redact.Text(msg)) }
+
 // clip returns s, cut to maxClientText bytes (on a rune boundary) and
 // marked as cut if it is longer.
 func clip(s string) string {
@@ -562,7 +568,7 @@ func (st *stream) recordSupersededReply(ts *typeState, version, msg string, nack
 func (st *stream) recordOutcome(ts *typeState, sent, acked, msg string, nack bool) {
 	if nack {
 		st.warm.nack(ts.t)
-		msg = clip(msg)
+		msg = nackText(msg)
 		// A client may NACK the same version again and again (a SotW TTL
 		// refresh sends it every TTL/2): the first of a run is a warning,
 		// the rest are counted in the metrics and the status only.

@@ -75,6 +75,9 @@ func serve(args []string, stderr io.Writer) int {
 		configDir = fs.String("config-dir", "", "directory of Envoy-native resources (*.yaml, *.yml, *.json), watched for changes;\nempty serves the embedded example configuration")
 		xdsAddr   = fs.String("xds-addr", ":18000", "gRPC xDS listen address")
 		adminAddr = fs.String("admin-addr", "127.0.0.1:19000", "admin HTTP listen address (/healthz, /readyz, /status, /config_dump, /metrics, /debug/pprof);\nempty turns it off")
+		admToken  = fs.String("admin-token-file", "", "file holding a bearer token that admin requests but /healthz, /readyz and /metrics must bear\n(Authorization: Bearer <token>); reread when it changes. Required when --admin-addr is not\na loopback address, unless --admin-insecure")
+		admInsec  = fs.Bool("admin-insecure", false, "serve the admin endpoints on an --admin-addr that is not a loopback address without\n--admin-token-file, to anyone who can reach it")
+		showSecr  = fs.Bool("admin-show-secrets", false, "show secret material (private keys, session ticket keys, generic secrets) in /config_dump,\nwhich otherwise replaces it with \"[redacted]\"; --write-dir files always hold it")
 		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>); empty turns it off")
 		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified; 0 means 30s")
 		writeDir  = fs.String("write-dir", "", "also write one DiscoveryResponse file per type here, replaced atomically, for Envoy's\nfilesystem subscriptions (path_config_source); empty turns it off")
@@ -138,6 +141,9 @@ func serve(args []string, stderr io.Writer) int {
 		XDSAddr:               *xdsAddr,
 		AdminAddr:             *adminAddr,
 		AdminOptional:         !adminSet && !adminEnv,
+		AdminTokenFile:        *admToken,
+		AdminInsecure:         *admInsec,
+		AdminShowSecrets:      *showSecr,
 		RESTAddr:              *restAddr,
 		RESTPollTimeout:       *restPoll,
 		WriteDir:              *writeDir,

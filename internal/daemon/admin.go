@@ -9,9 +9,11 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/redact"
 	"github.com/xdsd/xdsd/server"
 )
 
@@ -154,6 +156,7 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 // (the node of a connected stream with that id, or a node with just that
 // id); every resource of its group, by type, in JSON with the proto field
 // names (snake_case), as Envoy's own /config_dump and xdsctl get print them.
+// Secret material is redacted (package redact) unless AdminShowSecrets.
 func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
 	id := r.URL.Query().Get("node")
 	node := &corev3.Node{Id: id}
@@ -167,7 +170,11 @@ func (d *Daemon) handleConfigDump(w http.ResponseWriter, r *http.Request) {
 	out := map[string][]json.RawMessage{}
 	for _, t := range resource.Types() {
 		for _, res := range snap.Resources(t) {
-			b, err := dumpJSON.Marshal(res.Body)
+			body := proto.Message(res.Body)
+			if !d.opts.AdminShowSecrets {
+				body = redact.Message(body)
+			}
+			b, err := dumpJSON.Marshal(body)
 			if err != nil {
 				http.Error(w, err.Error(), http.StatusInternalServerError)
 				return

@@ -33,6 +33,7 @@ import (
 	"github.com/xdsd/xdsd/heaptrim"
 	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
+	"github.com/xdsd/xdsd/internal/tokenfile"
 	"github.com/xdsd/xdsd/server"
 	"github.com/xdsd/xdsd/source/configdir"
 	"github.com/xdsd/xdsd/source/etcdstore"
@@ -51,6 +52,19 @@ type Options struct {
 	// AdminOptional makes a failure to bind AdminAddr a warning rather than
 	// an error (for the default address, which another instance may hold).
 	AdminOptional bool
+	// AdminTokenFile, if set, holds the bearer token that every admin
+	// request but /healthz, /readyz and /metrics must bear
+	// ("Authorization: Bearer <token>"); the file is read again when it
+	// changes (package tokenfile). An AdminAddr that is not a loopback
+	// address needs one, or AdminInsecure.
+	AdminTokenFile string
+	// AdminInsecure lets the admin endpoints serve on an address that is
+	// not a loopback address without AdminTokenFile, with a warning.
+	AdminInsecure bool
+	// AdminShowSecrets makes /config_dump show secret material (private
+	// keys, session ticket keys, generic secrets, ...), which it otherwise
+	// replaces with "[redacted]". WriteDir's files always hold it.
+	AdminShowSecrets bool
 	// RESTAddr is the REST-JSON polling address (optional).
 	RESTAddr string
 	// RESTPollTimeout bounds how long a REST request at the current
@@ -219,6 +233,24 @@ func Run(ctx context.Context, o Options) error {
 		}
 		d.writer = w
 	}
+	var adminToken *tokenfile.File
+	if o.AdminAddr != "" {
+		warning, err := checkAdminAccess(o.AdminAddr, o.AdminTokenFile, o.AdminInsecure)
+		if err != nil {
+			return err
+		}
+		if warning != "" {
+			d.log.Warn(warning)
+		}
+		if o.AdminTokenFile != "" {
+			if adminToken, err = tokenfile.Open(o.AdminTokenFile, o.Logger); err != nil {
+				return fmt.Errorf("admin: %w", err)
+			}
+		}
+		if o.AdminShowSecrets {
+			d.log.Warn("/config_dump shows secret material in clear (--admin-show-secrets): private keys, session ticket keys, generic secrets")
+		}
+	}
 	xdsLis, err := net.Listen("tcp", o.XDSAddr)
 	if err != nil {
 		return fmt.Errorf("xds listener: %w", err)
@@ -272,7 +304,7 @@ func Run(ctx context.Context, o Options) error {
 		}()
 	}
 	if adminLis != nil {
-		serveHTTP("admin", adminLis, d.adminHandler())
+		serveHTTP("admin", adminLis, requireToken(d.adminHandler(), adminToken))
 	}
 	if restLis != nil {
 		serveHTTP("REST", restLis, d.server.RESTHandler(server.RESTConfig{PollTimeout: o.RESTPollTimeout}))

@@ -134,15 +134,7 @@ type stamps [3]os.FileInfo
 
 func (s stamps) equal(o stamps) bool {
 	for i := range s {
-		a, b := s[i], o[i]
-		if a == nil || b == nil {
-			if a != b {
-				return false
-			}
-			continue
-		}
-		if !os.SameFile(a, b) || a.Size() != b.Size() || !a.ModTime().Equal(b.ModTime()) ||
-			!filestamp.ChangeTime(a).Equal(filestamp.ChangeTime(b)) {
+		if !filestamp.Same(s[i], o[i]) {
 			return false
 		}
 	}

@@ -3,10 +3,12 @@ package xdsctl
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,9 +38,21 @@ func adminURL(admin, path string, query url.Values) (string, error) {
 	return u.String(), nil
 }
 
-// getAdmin fetches an admin endpoint and decodes its JSON into v.
-func getAdmin(ctx context.Context, admin, path string, query url.Values, v any) error {
-	u, err := adminURL(admin, path, query)
+// adminFlags are the flags of the commands that read xdsd's admin
+// endpoints.
+type adminFlags struct {
+	addr      string
+	tokenFile string
+}
+
+func (a *adminFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.addr, "admin", defaultAdmin, "xdsd's admin address (host:port or http://host:port)")
+	fs.StringVar(&a.tokenFile, "admin-token-file", "", "file holding the bearer token xdsd's admin endpoints require (xdsd serve --admin-token-file)")
+}
+
+// get fetches an admin endpoint and decodes its JSON into v.
+func (a *adminFlags) get(ctx context.Context, path string, query url.Values, v any) error {
+	u, err := adminURL(a.addr, path, query)
 	if err != nil {
 		return err
 	}
@@ -48,27 +62,45 @@ func getAdmin(ctx context.Context, admin, path string, query url.Values, v any) 
 	if err != nil {
 		return err
 	}
+	if a.tokenFile != "" {
+		b, err := os.ReadFile(a.tokenFile)
+		if err != nil {
+			return fmt.Errorf("--admin-token-file: %w", err)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return fmt.Errorf("--admin-token-file %s: empty", a.tokenFile)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("%w (is xdsd running with its admin endpoint on %s? see --admin)", err, admin)
+		return fmt.Errorf("%w (is xdsd running with its admin endpoint on %s? see --admin)", err, a.addr)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
 	if err != nil {
 		return fmt.Errorf("GET %s: %w", u, err)
 	}
+	if resp.StatusCode == http.StatusUnauthorized {
+		hint := "give --admin-token-file with the token of xdsd serve --admin-token-file"
+		if a.tokenFile != "" {
+			hint = "the token of --admin-token-file " + a.tokenFile + " is not xdsd's"
+		}
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, hint)
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return fmt.Errorf("GET %s: not the JSON xdsctl expects (is %s xdsd's admin endpoint?): %w", u, admin, err)
+		return fmt.Errorf("GET %s: not the JSON xdsctl expects (is %s xdsd's admin endpoint?): %w", u, a.addr, err)
 	}
 	return nil
 }
 
 const defaultAdmin = "127.0.0.1:19000"
 
-const statusHelp = `Usage: xdsctl status [--admin ADDR]
+const statusHelp = `Usage: xdsctl status [--admin ADDR] [--admin-token-file FILE]
 
 Shows, for every xDS stream connected to xdsd, how each resource type
 stands, in the manner of 'istioctl proxy-status':
@@ -86,14 +118,15 @@ any. It reads xdsd's /status admin endpoint (xdsd serve --admin-addr).
 
 Examples:
   xdsctl status                          # xdsd's default admin address, 127.0.0.1:19000
-  xdsctl status --admin xdsd-0.internal:19000
+  xdsctl status --admin xdsd-0.internal:19000 --admin-token-file admin-token
 `
 
 // Status is `xdsctl status`: a table of every stream and type from xdsd's
 // /status.
 func Status(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", statusHelp, stderr)
-	admin := fs.String("admin", defaultAdmin, "xdsd's admin address (host:port or http://host:port)")
+	var admin adminFlags
+	admin.register(fs.FlagSet)
 	rest, done, code := parse(fs, args, stdout)
 	if done {
 		return code
@@ -103,7 +136,7 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var rep daemon.StatusReport
-	if err := getAdmin(ctx, *admin, "/status", nil, &rep); err != nil {
+	if err := admin.get(ctx, "/status", nil, &rep); err != nil {
 		fmt.Fprintln(stderr, "xdsctl status:", err)
 		return exitFail
 	}
@@ -249,24 +282,26 @@ func nodeLabel(s daemon.StreamEntry) string {
 	return id
 }
 
-const dumpHelp = `Usage: xdsctl dump --node ID [--admin ADDR] [--output yaml|json]
+const dumpHelp = `Usage: xdsctl dump --node ID [--admin ADDR] [--admin-token-file FILE] [--output yaml|json]
 
 Prints every resource xdsd serves to the node ID, by type, from xdsd's
 /config_dump admin endpoint: the configuration as the node's group sees it
 (node selectors applied). If a stream of that node is connected, its whole
 node (cluster, metadata) is used to pick the group; otherwise a node with
-just that id.
+just that id. Secret material is "[redacted]" unless xdsd serves with
+--admin-show-secrets.
 
 Examples:
   xdsctl dump --node envoy-1
   xdsctl dump --node envoy-1 --output json | jq '.resources.cds[].name'
-  xdsctl dump --admin xdsd-0.internal:19000 --node edge-1
+  xdsctl dump --admin xdsd-0.internal:19000 --admin-token-file admin-token --node edge-1
 `
 
 // Dump is `xdsctl dump`: what xdsd serves one node.
 func Dump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("dump", dumpHelp, stderr)
-	admin := fs.String("admin", defaultAdmin, "xdsd's admin address (host:port or http://host:port)")
+	var admin adminFlags
+	admin.register(fs.FlagSet)
 	node := fs.String("node", "", "node id whose configuration to print (required)")
 	output := fs.String("output", formatYAML, "output format: yaml or json")
 	rest, done, code := parse(fs, args, stdout)
@@ -286,7 +321,7 @@ func Dump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	var raw json.RawMessage
-	if err := getAdmin(ctx, *admin, "/config_dump", url.Values{"node": {*node}}, &raw); err != nil {
+	if err := admin.get(ctx, "/config_dump", url.Values{"node": {*node}}, &raw); err != nil {
 		fmt.Fprintln(stderr, "xdsctl dump:", err)
 		return exitFail
 	}

@@ -29,6 +29,7 @@ import (
 	// typed_config inside them, decode and print.
 	_ "github.com/xdsd/xdsd/internal/envoytypes"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/redact"
 )
 
 // xdsFlags are the flags watch and get share.
@@ -46,6 +47,9 @@ type xdsFlags struct {
 	cert       string
 	key        string
 	serverName string
+	// showSecrets prints secret material as the server sent it, rather
+	// than as "[redacted]".
+	showSecrets bool
 }
 
 const typesHelp = "cds, eds, lds, rds, srds, vhds, sds, rtds, ecds, or a full type URL"
@@ -64,6 +68,7 @@ func (f *xdsFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.cert, "cert", "", "PEM client certificate, for servers that require mutual TLS (with --key)")
 	fs.StringVar(&f.key, "key", "", "PEM private key of --cert")
 	fs.StringVar(&f.serverName, "server-name", "", "name to verify in the server's certificate (default: the host of --server)")
+	fs.BoolVar(&f.showSecrets, "show-secrets", false, "print secret material (private keys, session ticket keys, generic secrets) as the server sent it;\nby default it is printed as \"[redacted]\"")
 }
 
 // typeURL returns the type URL of --type and its short name for output.
@@ -143,6 +148,8 @@ type session struct {
 	short   string
 	printer *printer
 	tap     *tap
+	// showSecrets prints secret material rather than "[redacted]".
+	showSecrets bool
 }
 
 // open validates the flags and builds the client. The caller closes
@@ -179,11 +186,18 @@ func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*s
 	if err != nil {
 		return nil, err
 	}
-	return &session{client: c, server: f.server, typeURL: url, short: short, printer: &printer{w: stdout, format: f.output}, tap: tp}, nil
+	return &session{client: c, server: f.server, typeURL: url, short: short, printer: &printer{w: stdout, format: f.output}, tap: tp,
+		showSecrets: f.showSecrets}, nil
 }
 
+// updateEvent is the event printed for an update: its resource with
+// secret material redacted, unless --show-secrets.
 func (s *session) updateEvent(u client.Update) event {
-	e := event{Event: eventUpdate, Type: s.short, TypeURL: u.TypeURL, Name: u.Name, Version: u.Version, Resource: u.Message}
+	m := u.Message
+	if !s.showSecrets {
+		m = redact.Message(m)
+	}
+	e := event{Event: eventUpdate, Type: s.short, TypeURL: u.TypeURL, Name: u.Name, Version: u.Version, Resource: m}
 	if u.TTL > 0 {
 		e.TTL = u.TTL.String()
 	}
@@ -230,6 +244,8 @@ lost connection, a rejected response) go to stderr; the watch goes on and
 reconnects.
 
 Works against any xDS server: xdsd, go-control-plane, Istio's istiod, ...
+Secret material (private keys, session ticket keys, generic secrets) is
+printed as "[redacted]" unless --show-secrets is given.
 
 Examples:
   xdsctl watch --type cds                                  # every cluster on localhost:18000
@@ -307,7 +323,8 @@ const getHelp = `Usage: xdsctl get --type TYPE [flags] [NAME...]
 
 Fetches resources of one type from an xDS server once, prints them and exits.
 With no NAME it prints every resource of the type that the server sends for
-a wildcard subscription. The output is the same as xdsctl watch's.
+a wildcard subscription. The output is the same as xdsctl watch's, secret
+material "[redacted]" unless --show-secrets is given.
 
 Exit status: 0 if every NAME exists; 1 if any does not (they are listed on
 stderr), if the server cannot be reached or rejects the request, or if no

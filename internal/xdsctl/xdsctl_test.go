@@ -126,7 +126,8 @@ func startXDSD(t *testing.T, o daemon.Options) daemon.Addrs {
 	}
 	eventually(t, "xdsd ready", func() bool {
 		var rep daemon.StatusReport
-		return getAdmin(context.Background(), addrs.Admin, "/status", nil, &rep) == nil && rep.Ready
+		admin := adminFlags{addr: addrs.Admin, tokenFile: o.AdminTokenFile}
+		return admin.get(context.Background(), "/status", nil, &rep) == nil && rep.Ready
 	})
 	return addrs
 }

@@ -8,16 +8,20 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // protoErrPos matches protojson's prefix and the position it gives.
-var protoErrPos = regexp.MustCompile(`^proto:\s*(?:\(line (\d+):(\d+)\):\s*)?`)
+var protoErrPos = regexp.MustCompile(`^proto:\s*(?:syntax error\s*)?(?:\(line (\d+):(\d+)\):\s*)?`)
 
-// protoErr rewrites a protojson error about js, the JSON made from a
-// file's resource, in the file's terms: its position in js, which would
-// mislead, becomes the path of the field it is at, as in
+// protoErr rewrites a protojson error about js, the JSON made from doc, a
+// file's resource of type md, in the file's terms: its position in js,
+// which would mislead, becomes the path of the field it is at, as in
 // "endpoints[0].lb_endpoints[1].load_balancing_weight: invalid value ...".
-func protoErr(js []byte, err error) string {
+// A value it quotes from within secret material is replaced with
+// "[redacted]" (see sensitiveAt).
+func protoErr(md protoreflect.MessageDescriptor, doc map[string]any, js []byte, err error) string {
 	s := strings.ReplaceAll(err.Error(), "\u00a0", " ")
 	m := protoErrPos.FindStringSubmatch(s)
 	if m == nil {
@@ -29,10 +33,32 @@ func protoErr(js []byte, err error) string {
 	if line != 1 || col < 1 { // js is one line; no position, or not ours
 		return msg
 	}
-	if p := jsonPath(js, runeOffset(js, col-1)); p != "" {
+	off := runeOffset(js, col-1)
+	path, key := jsonPath(js, off)
+	if !key && sensitiveAt(md, doc, path) {
+		msg = hideToken(msg, js, off)
+	}
+	if p := formatPath(path); p != "" {
 		return p + ": " + msg
 	}
 	return msg
+}
+
+// formatPath writes a path as "endpoints[0].lb_endpoints[1].address".
+func formatPath(path []any) string {
+	var b strings.Builder
+	for _, step := range path {
+		switch s := step.(type) {
+		case int:
+			fmt.Fprintf(&b, "[%d]", s)
+		case string:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s)
+		}
+	}
+	return b.String()
 }
 
 // runeOffset returns the byte offset of the n-th rune of b (protojson
@@ -56,25 +82,23 @@ type jsonFrame struct {
 
 // jsonPath returns the path, in the document's own field names, of the
 // token of js at byte offset off: the value's path for a value, the
-// enclosing object's for a key. It is "" at the top level or if js does
-// not parse that far.
-func jsonPath(js []byte, off int) string {
+// enclosing object's for a key, which key reports. Each step is an
+// object's key (a string) or an array's index (an int). It is empty at
+// the top level or if js does not parse that far.
+func jsonPath(js []byte, off int) (path []any, key bool) {
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.UseNumber()
 	var frames []jsonFrame
-	path := func(n int) string {
-		var b strings.Builder
-		for _, f := range frames[:n] {
-			switch {
-			case f.array:
-				fmt.Fprintf(&b, "[%d]", f.index)
-			case b.Len() == 0:
-				b.WriteString(f.key)
-			default:
-				b.WriteString("." + f.key)
+	steps := func(n int) []any {
+		steps := make([]any, n)
+		for i, f := range frames[:n] {
+			if f.array {
+				steps[i] = f.index
+			} else {
+				steps[i] = f.key
 			}
 		}
-		return b.String()
+		return steps
 	}
 	// valueDone moves the innermost frame past the value just read.
 	valueDone := func() {
@@ -89,14 +113,14 @@ func jsonPath(js []byte, off int) string {
 	for {
 		tok, err := dec.Token()
 		if err != nil {
-			return ""
+			return nil, false
 		}
 		past := dec.InputOffset() > int64(off) // this token holds off
 		n := len(frames)
 		if n > 0 && !frames[n-1].array && frames[n-1].wantKey {
 			if k, ok := tok.(string); ok {
 				if past {
-					return path(n - 1)
+					return steps(n - 1), true
 				}
 				frames[n-1].key, frames[n-1].wantKey = k, false
 				continue
@@ -108,7 +132,7 @@ func jsonPath(js []byte, off int) string {
 			continue
 		}
 		if past {
-			return path(n)
+			return steps(n), false
 		}
 		switch tok {
 		case json.Delim('{'):

@@ -28,6 +28,7 @@ import (
 	_ "github.com/xdsd/xdsd/internal/envoytypes"
 	"github.com/xdsd/xdsd/internal/yamlsubset"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/resource/redact"
 )
 
 // Problem is one reason a configuration was rejected.
@@ -96,7 +97,7 @@ func ParseFile(name string, data []byte) ([]*resource.Resource, error) {
 func parseFile(name string, data []byte) ([]entry, []Problem) {
 	docs, err := decodeDocs(name, data)
 	if err != nil {
-		return nil, []Problem{{File: name, Reason: err.Error()}}
+		return nil, []Problem{{File: name, Reason: reason(err)}}
 	}
 	var out []entry
 	var probs []Problem
@@ -111,7 +112,7 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 		}
 		d, err := readDocument(fmt.Sprintf("%s#%d", name, di+1), m)
 		if err != nil {
-			probs = append(probs, Problem{File: name, Reason: err.Error()})
+			probs = append(probs, Problem{File: name, Reason: reason(err)})
 			continue
 		}
 		for _, it := range d.items {
@@ -121,7 +122,7 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 				err = fmt.Errorf("@type %s is not the document's type_url %s", r.Type.URL, d.typeURL)
 			}
 			if err != nil {
-				probs = append(probs, Problem{File: name, Resource: describe(it, n), Reason: err.Error()})
+				probs = append(probs, Problem{File: name, Resource: describe(it, n), Reason: reason(err)})
 				continue
 			}
 			out = append(out, entry{res: r, file: name, index: n, sel: d.sel})
@@ -129,6 +130,11 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 	}
 	return out, probs
 }
+
+// reason is err as a Problem's Reason. The errors of parsing quote no
+// secret material (see protoErr), but a decoder's may quote a line: a PEM
+// private key in it is hidden too.
+func reason(err error) string { return redact.Text(err.Error()) }
 
 // decodeDocs decodes JSON or (multi-document) YAML into generic values.
 // A JSON file may start with a byte order mark, and one that holds only
@@ -201,7 +207,7 @@ func parseEntry(it any) (*resource.Resource, error) {
 	}
 	msg := t.New()
 	if err := protojson.Unmarshal(js, msg); err != nil {
-		return nil, errors.New(protoErr(js, err))
+		return nil, errors.New(protoErr(msg.ProtoReflect().Descriptor(), fields, js, err))
 	}
 	r, err := resource.New(msg, opts...)
 	if u := errors.Unwrap(err); u != nil {
