@@ -20,6 +20,10 @@ type accepted struct {
 	// inflight is what the client held, before the response in flight,
 	// under each key that response changes where a TTL is involved.
 	inflight []heldBefore
+	// superseded is inflight of the response in flight before it, which
+	// a request superseded and whose reply may still come (see
+	// typeState.superseded): each reply settles its own response's keys.
+	superseded []heldBefore
 	// kept is what the client holds under each key a rejected response
 	// changed, until a later response that changes the key is accepted
 	// (nil: nothing). Only keys in scope that the key list holds.
@@ -76,6 +80,15 @@ func (st *stream) recordSending(ts *typeState, w work, withRemovals bool) {
 	}
 	ts.pruneKept()
 	a := ts.acc
+	if ts.waiting && ts.superseded {
+		// The response in flight stays so, with its reply to come: its
+		// keys are set apart (and those of one before it, whose reply
+		// is no longer told apart, are forgotten: the key list's view).
+		clear(a.superseded)
+		a.superseded = append(a.superseded[:0], a.inflight...)
+		clear(a.inflight)
+		a.inflight = a.inflight[:0]
+	}
 	add := func(key string, r *resource.Resource) {
 		before := ts.clientHeldAt(key)
 		if (before == nil || before.TTL == 0) && (r == nil || r.TTL == 0) {
@@ -97,15 +110,35 @@ func (st *stream) recordSending(ts *typeState, w work, withRemovals bool) {
 	}
 }
 
-// recordAccepted records the client's reply to the response in flight: on
-// an ACK it holds what was sent, on a NACK what it held before.
+// recordAccepted records the client's reply to the latest response in
+// flight: on an ACK it holds what was sent, on a NACK what it held before.
+// A superseded response whose reply did not come is taken as accepted.
 func (st *stream) recordAccepted(ts *typeState, nack bool) {
-	a := ts.acc
-	if a == nil {
+	if ts.acc == nil {
 		return
 	}
+	ts.settleReply(&ts.acc.inflight, nack)
+	clear(ts.acc.superseded)
+	ts.acc.superseded = ts.acc.superseded[:0]
+	ts.dropAccepted()
+}
+
+// recordSupersededAccepted records the client's reply to the superseded
+// response in flight (see accepted.superseded).
+func (st *stream) recordSupersededAccepted(ts *typeState, nack bool) {
+	if ts.acc == nil {
+		return
+	}
+	ts.settleReply(&ts.acc.superseded, nack)
+	ts.dropAccepted()
+}
+
+// settleReply records the reply to the response whose keys are *sent, and
+// empties it.
+func (ts *typeState) settleReply(sent *[]heldBefore, nack bool) {
+	a := ts.acc
 	if nack {
-		for _, h := range a.inflight {
+		for _, h := range *sent {
 			if _, ok := a.kept[h.key]; !ok {
 				if a.kept == nil {
 					a.kept = make(map[string]*resource.Resource)
@@ -114,7 +147,7 @@ func (st *stream) recordAccepted(ts *typeState, nack bool) {
 			}
 		}
 		ts.pruneKept()
-		if len(a.inflight) > 0 && len(a.kept) > 0 {
+		if len(*sent) > 0 && len(a.kept) > 0 {
 			// Heartbeats may have waited for the rejected response,
 			// which refreshed nothing: what the client kept is
 			// refreshed now. (Only for a response that changed a TTL
@@ -123,7 +156,7 @@ func (st *stream) recordAccepted(ts *typeState, nack bool) {
 		}
 	} else {
 		aliases := ts.t.URL == resource.VirtualHostType
-		for _, h := range a.inflight {
+		for _, h := range *sent {
 			delete(a.kept, h.key)
 			delete(a.kept, h.sent)
 			if aliases && h.sent != "" && len(a.kept) > 0 {
@@ -137,10 +170,16 @@ func (st *stream) recordAccepted(ts *typeState, nack bool) {
 			}
 		}
 	}
-	clear(a.inflight) // keeps no resource alive
-	a.inflight = a.inflight[:0]
-	if len(a.kept) == 0 && ts.ttls == 0 {
-		ts.acc = nil // nothing to remember: the key list is the client's
+	clear(*sent) // keeps no resource alive
+	*sent = (*sent)[:0]
+}
+
+// dropAccepted forgets the tracking once there is nothing to remember:
+// the key list is then the client's.
+func (ts *typeState) dropAccepted() {
+	a := ts.acc
+	if len(a.kept) == 0 && ts.ttls == 0 && len(a.inflight) == 0 && len(a.superseded) == 0 {
+		ts.acc = nil
 	}
 }
 

@@ -559,6 +559,7 @@ func (st *stream) recordSupersededReply(ts *typeState, version, msg string, nack
 	if !nack {
 		version = ts.prevVersion
 	}
+	st.recordSupersededAccepted(ts, nack)
 	st.recordOutcome(ts, ts.prevVersion, version, msg, nack)
 	ts.prevNonce, ts.prevVersion = "", ""
 }

@@ -382,3 +382,66 @@ func TestHeartbeatOwed(t *testing.T) {
 		t.Fatalf("three updates went before the owed heartbeat, the last %v", r)
 	})
 }
+
+// TestTTLSupersededReply: with a response superseded (a subscription that
+// did not wait for its reply, D2), two responses are in flight; the reply
+// to each tells what the client holds of what that response changed, and
+// heartbeats carry it.
+func TestTTLSupersededReply(t *testing.T) {
+	const ttl = 300 * time.Millisecond
+	// inFlight returns a stream with two responses in flight: rA, an
+	// update of "a" from v1 to v2, then rB, which sends "b" to a
+	// subscription that did not wait for rA's reply.
+	inFlight := func(t *testing.T) (s *rawxds.Delta, v1, v2 *resource.Resource, rA, rB *discovery.DeltaDiscoveryResponse) {
+		v1, v2 = withTTL(rawxds.Endpoints("a", 1), ttl), withTTL(rawxds.Endpoints("a", 2), ttl)
+		b := withTTL(rawxds.Endpoints("b", 1), ttl)
+		e := start(t, v1, b)
+		s = e.DeltaADS(t)
+		s.Send(dsub(eds, "a"))
+		r := s.Recv()
+		publish(e, v2, b)
+		s.Send(dack(r))
+		rA = recvUpdate(t, s)
+		s.Send(&discovery.DeltaDiscoveryRequest{TypeUrl: eds, ResourceNamesSubscribe: []string{"b"}})
+		rB = s.Recv()
+		if resOf(t, rB, "b").Resource == nil {
+			t.Fatalf("the answer to the subscription of b: %v", rB)
+		}
+		return s, v1, v2, rA, rB
+	}
+	// heartbeatsOfA receives responses, ACKing each, until n of them carry
+	// "a", and checks each is a heartbeat at version want; "b" must not be
+	// in any unless withB.
+	heartbeatsOfA := func(t *testing.T, s *rawxds.Delta, want string, withB bool, n int) {
+		t.Helper()
+		for got := 0; got < n; {
+			r := s.Recv()
+			s.Send(dack(r))
+			for _, x := range r.GetResources() {
+				switch {
+				case x.GetName() == "a":
+					if x.GetResource() != nil || x.GetVersion() != want {
+						t.Fatalf("a in %v: version %s, body %v; want a heartbeat at %s", rawxds.DeltaNames(r), x.GetVersion(), x.GetResource() != nil, want)
+					}
+					got++
+				case x.GetName() == "b" && !withB:
+					t.Fatalf("a heartbeat of b, which the client rejected and never had: %v", x)
+				}
+			}
+		}
+	}
+
+	t.Run("L2_D10_superseded_response_rejected_newer_accepted", func(t *testing.T) {
+		s, v1, _, rA, rB := inFlight(t)
+		s.Send(dnack(rA, "rejected")) // the client keeps a at v1
+		s.Send(dack(rB))              // and takes b
+		heartbeatsOfA(t, s, v1.Version, true, 2)
+	})
+
+	t.Run("L2_D10_superseded_response_accepted_newer_rejected", func(t *testing.T) {
+		s, _, v2, rA, rB := inFlight(t)
+		s.Send(dack(rA))                // the client holds a at v2
+		s.Send(dnack(rB, "rejected b")) // and never had b
+		heartbeatsOfA(t, s, v2.Version, false, 2)
+	})
+}

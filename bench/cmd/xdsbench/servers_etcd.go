@@ -73,17 +73,22 @@ func startXDSDEtcd(ctx context.Context, e env, readyTimeout time.Duration) (*run
 	}
 	r.onStop = func() { cli.Close() }
 	deadline := time.Now().Add(readyTimeout)
-	var applied etcdstore.Applied
 	for { // etcd takes a moment to answer
-		actx, cancel := context.WithTimeout(ctx, time.Second)
-		applied, err = etcdstore.Apply(actx, cli, "", etcdstore.Change{Files: files, Prune: true})
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err = cli.Get(pctx, etcdstore.CurrentKey(""))
 		cancel()
 		if err == nil {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fail(fmt.Errorf("writing the configuration to etcd: %w", err))
+			return fail(fmt.Errorf("etcd does not answer: %w", err))
 		}
+	}
+	actx, cancel := context.WithDeadline(ctx, deadline)
+	applied, err := etcdstore.Apply(actx, cli, "", etcdstore.Change{Files: files, Prune: true})
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("writing the configuration to etcd: %w", err))
 	}
 	for i := range etcdReplicas {
 		xdsAddr, err := freeAddr()
