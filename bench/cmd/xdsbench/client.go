@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,10 @@ const (
 	clientGRPC = "grpc" // grpc-go's client: a reader and a writer goroutine per connection
 	clientH2   = "h2"   // h2Stream, on the client's own goroutine
 )
+
+// failoverBackoff is the mean wait of a failover client before it tries a
+// replica again (Envoy's xDS retry base interval is 500 ms).
+const failoverBackoff = 500 * time.Millisecond
 
 // fleetConfig sizes a fleet of clients.
 type fleetConfig struct {
@@ -211,8 +216,19 @@ func (c *client) run(ctx context.Context) error {
 		if err == nil {
 			err = c.runDelta(st)
 		}
-		for attempt := 1; cfg.failover && ctx.Err() == nil && attempt < len(c.f.addrs); attempt++ {
-			err = c.resume(ctx, c.f.addrs[(c.f.home(c.id)+attempt)%len(c.f.addrs)])
+		// Failover: on to the next replica, and the next, as a client
+		// that knows them all; one refused (an admission limit) or
+		// unreachable is tried again after a jittered backoff, as Envoy
+		// does, until the run ends.
+		for attempt := 1; cfg.failover && ctx.Err() == nil; attempt++ {
+			if err = c.resume(ctx, c.f.addrs[(c.f.home(c.id)+attempt)%len(c.f.addrs)]); err != nil && attempt >= len(c.f.addrs)-1 {
+				backoff := time.NewTimer(failoverBackoff/2 + rand.N(failoverBackoff/2))
+				select {
+				case <-ctx.Done():
+				case <-backoff.C:
+				}
+				backoff.Stop()
+			}
 		}
 		return err
 	}

@@ -46,6 +46,7 @@ type options struct {
 	quiet          time.Duration // how long nothing moves before a round is over
 	quietTimeout   time.Duration
 	xdsdBin        string
+	xdsdFlags      string // more flags of xdsd serve, space-separated
 	workDir        string
 	keep           bool
 	pprofDir       string
@@ -130,6 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, int) {
 	fs.DurationVar(&o.roundTimeout, "round-timeout", o.roundTimeout, "bound on one round")
 	fs.DurationVar(&o.quiet, "quiet", o.quiet, "a round ends (for bytes and CPU) once neither client bytes nor server CPU moved for this long")
 	fs.DurationVar(&o.quietTimeout, "quiet-timeout", o.quietTimeout, "bound on waiting for quiet")
+	fs.StringVar(&o.xdsdFlags, "xdsd-flags", "", "more flags of xdsd serve for xdsd-dir and xdsd-etcd, space-separated (e.g. \"--stream-rate 500 --stream-burst 100\")")
 	fs.StringVar(&o.xdsdBin, "xdsd-bin", "", "xdsd binary; empty: go build github.com/xdsd/xdsd/cmd/xdsd into the work directory")
 	fs.StringVar(&o.workDir, "work-dir", "", "scratch directory (config directory, logs); empty: a new temporary directory")
 	fs.BoolVar(&o.keep, "keep", false, "keep the work directory")
@@ -265,7 +267,7 @@ func run(ctx context.Context, o options, logf func(string, ...any)) ([]*result, 
 		logf("RLIMIT_NOFILE is %d: too low for %d connections", lim, o.clients)
 	}
 	defer httpClient.CloseIdleConnections()
-	e := env{clusters: o.clusters, endpoints: o.endpoints, inPlace: o.inPlace, rewriteAll: o.rewriteAll, log: logf, xdsdBin: o.xdsdBin}
+	e := env{clusters: o.clusters, endpoints: o.endpoints, inPlace: o.inPlace, rewriteAll: o.rewriteAll, log: logf, xdsdBin: o.xdsdBin, xdsdFlags: strings.Fields(o.xdsdFlags)}
 	var err error
 	if e.self, err = os.Executable(); err != nil {
 		return nil, err

@@ -47,6 +47,7 @@ var serverTitles = map[string]string{
 type env struct {
 	workDir   string // scratch directory of this run
 	xdsdBin   string // the xdsd binary
+	xdsdFlags []string // more flags of xdsd serve (-xdsd-flags)
 	self      string // this program, re-executed for serve-* subcommands
 	clusters  int
 	endpoints int
@@ -187,7 +188,7 @@ func startXDSDDir(ctx context.Context, e env, readyTimeout time.Duration) (*runn
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"serve", "--config-dir", dir, "--xds-addr", xdsAddr, "--admin-addr", adminAddr, "--shutdown-grace", "1s"}
+	args := append([]string{"serve", "--config-dir", dir, "--xds-addr", xdsAddr, "--admin-addr", adminAddr, "--shutdown-grace", "1s"}, e.xdsdFlags...)
 	e.log("starting %s %s", e.xdsdBin, strings.Join(args, " "))
 	p, err := startProc(srvXDSDDir, e.xdsdBin, args, filepath.Join(e.workDir, srvXDSDDir+".log"), nil)
 	if err != nil {

@@ -102,6 +102,7 @@ func startXDSDEtcd(ctx context.Context, e env, readyTimeout time.Duration) (*run
 		name := fmt.Sprintf("replica-%d", i+1)
 		args := []string{"serve", "--etcd-endpoints", url, "--replica-name", name,
 			"--xds-addr", xdsAddr, "--admin-addr", adminAddr, "--shutdown-grace", "1s"}
+		args = append(args, e.xdsdFlags...)
 		e.log("starting %s %s", e.xdsdBin, strings.Join(args, " "))
 		p, err := startProc(srvXDSDEtcd+"-"+name, e.xdsdBin, args, filepath.Join(e.workDir, srvXDSDEtcd+"-"+name+".log"), nil)
 		if err != nil {
