@@ -270,18 +270,50 @@ func commit(ctx context.Context, cli *clientv3.Client, guards []clientv3.Cmp, op
 	return resp.Header.Revision, nil
 }
 
+// stagingTTL is the lease of a generation's staging key: how long after
+// its writer is gone the generation it was writing becomes garbage.
+const stagingTTL = 60 // seconds
+
 // switchTo writes result as a new generation, a transaction at a time,
 // then makes it current in one guarded transaction and deletes the
-// generation before. A failure deletes what it wrote of the new one.
+// generation before. While it writes, the generation's staging key, under
+// a lease kept alive meanwhile, marks it as being written; the switch
+// requires the key, which goes with it. A failure deletes what it wrote of
+// the new one. It first deletes the generations left by writers that died.
 func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, result map[string][]byte, guards []clientv3.Cmp, ifRevision int64, a Applied) (Applied, error) {
+	collectGarbage(ctx, cli, l, s.gen)
 	gen := strconv.FormatUint(rand.Uint64()>>1, 36)
+	lease, err := cli.Grant(ctx, stagingTTL)
+	if err != nil {
+		return Applied{}, err
+	}
+	kctx, stopKeepAlive := context.WithCancel(ctx)
+	alive, err := cli.KeepAlive(kctx, lease.ID)
+	if err != nil {
+		stopKeepAlive()
+		return Applied{}, err
+	}
+	drained := make(chan struct{})
+	go func() { // owned by switchTo, which waits for it
+		defer close(drained)
+		for range alive {
+		}
+	}()
+	defer func() {
+		stopKeepAlive()
+		<-drained
+		_, _ = cli.Revoke(context.WithoutCancel(ctx), lease.ID)
+	}()
 	abandon := func(err error) (Applied, error) {
 		// Unless the switch went through after all (a commit whose
 		// answer was lost): then the generation is the one in force.
 		_, _ = cli.Txn(context.WithoutCancel(ctx)).
 			If(clientv3.Compare(clientv3.Value(l.current()), "=", gen)).
-			Else(clientv3.OpDelete(l.generation(gen), clientv3.WithPrefix())).Commit()
+			Else(clientv3.OpDelete(l.generation(gen), clientv3.WithPrefix()), clientv3.OpDelete(l.staging(gen))).Commit()
 		return Applied{}, err
+	}
+	if _, err := cli.Put(ctx, l.staging(gen), "", clientv3.WithLease(lease.ID)); err != nil {
+		return abandon(err)
 	}
 	var ops []clientv3.Op
 	size := 0
@@ -310,7 +342,9 @@ func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, re
 	if err := flush(); err != nil {
 		return abandon(err)
 	}
-	rev, err := commit(ctx, cli, guards, []clientv3.Op{clientv3.OpPut(l.current(), gen)}, ifRevision)
+	// Still marked as being written (not taken for garbage meanwhile).
+	guards = append(guards, clientv3.Compare(clientv3.CreateRevision(l.staging(gen)), ">", 0))
+	rev, err := commit(ctx, cli, guards, []clientv3.Op{clientv3.OpPut(l.current(), gen), clientv3.OpDelete(l.staging(gen))}, ifRevision)
 	if err != nil {
 		return abandon(err)
 	}
@@ -318,4 +352,28 @@ func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, re
 	_, _ = cli.Delete(ctx, l.generation(s.gen), clientv3.WithPrefix())
 	a.Revision, a.Generation, a.NewGeneration = rev, gen, true
 	return a, nil
+}
+
+// collectGarbage deletes the generations other than current that are not
+// being written: left by a writer that died while writing, or after its
+// switch, before it deleted the generation before. Each deletion is
+// guarded, in case the generation became current or marked meanwhile.
+// Failures are left for the next large change.
+func collectGarbage(ctx context.Context, cli *clientv3.Client, l layout, current string) {
+	resp, err := cli.Get(ctx, l.generations(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return
+	}
+	gens := make(map[string]bool)
+	for _, kv := range resp.Kvs {
+		if gen, _, ok := l.file(string(kv.Key)); ok && gen != current {
+			gens[gen] = true
+		}
+	}
+	for gen := range gens {
+		_, _ = cli.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(l.staging(gen)), "=", 0),
+			clientv3.Compare(clientv3.Value(l.current()), "!=", gen),
+		).Then(clientv3.OpDelete(l.generation(gen), clientv3.WithPrefix())).Commit()
+	}
 }

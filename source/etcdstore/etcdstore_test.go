@@ -383,6 +383,59 @@ func TestApply(t *testing.T) {
 		l.until(t, "the change after it", func(ap []*configdir.Result, _ []error) bool { return port(ap[len(ap)-1], "a") == 1007 })
 		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
 	})
+
+	t.Run("a_large_apply_deletes_the_generations_of_writers_that_died", func(t *testing.T) {
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		// A writer that died writing: its generation, no longer marked.
+		if _, err := cli.Put(ctx, "/xdsd/config/dead/endpoints/x.yaml", string(endpointsFile("x", 1))); err != nil {
+			t.Fatal(err)
+		}
+		// A writer still writing: marked, under its lease.
+		lease, err := cli.Grant(ctx, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Revoke(ctx, lease.ID)
+		if _, err := cli.Put(ctx, "/xdsd/staging/busy", "", clientv3.WithLease(lease.ID)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Put(ctx, "/xdsd/config/busy/endpoints/y.yaml", string(endpointsFile("y", 2))); err != nil {
+			t.Fatal(err)
+		}
+		files := service("a", 1001)
+		for i := range etcdstore.MaxTxnOps {
+			name := fmt.Sprintf("g%03d", i)
+			files["endpoints/"+name+".yaml"] = endpointsFile(name, 3000+i)
+		}
+		a := apply(t, cli, etcdstore.Change{Files: files})
+		if !a.NewGeneration {
+			t.Fatalf("apply of %d files: %+v, want a new generation", len(files), a)
+		}
+		count := func(prefix string) int64 {
+			t.Helper()
+			resp, err := cli.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return resp.Count
+		}
+		if n := count("/xdsd/config/dead/"); n != 0 {
+			t.Errorf("%d keys left of the dead writer's generation", n)
+		}
+		if n := count("/xdsd/config/busy/"); n != 1 {
+			t.Errorf("%d keys of the generation being written, want 1", n)
+		}
+		if n := count("/xdsd/staging/"); n != 1 {
+			t.Errorf("%d staging keys, want the busy writer's alone (the apply's went with its switch)", n)
+		}
+		if n := count("/xdsd/config/" + a.Generation + "/"); n != int64(len(files)) {
+			t.Errorf("%d keys in the new generation, want %d", n, len(files))
+		}
+		if _, err := cli.Delete(ctx, "/xdsd/config/busy/", clientv3.WithPrefix()); err != nil {
+			t.Fatal(err)
+		}
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+	})
 }
 
 // merge returns the union of file sets.

@@ -8,6 +8,7 @@
 //
 //	P + "current"                    the generation in force; absent means "0"
 //	P + "config/" + G + "/" + path   the file at path in generation G: its bytes
+//	P + "staging/" + G               generation G is being written, under its writer's lease
 //	P + "replicas/" + name           a replica's registration, under its lease
 //
 // A change that fits in one etcd transaction (etcd's default limit is 128
@@ -16,6 +17,8 @@
 // new generation, a transaction at a time, which no replica reads until
 // one small transaction makes it current; the old generation is then
 // deleted. So every replica goes from one whole configuration to the next.
+// A generation that is neither in force nor being written (its writer
+// died, and its lease with it) is deleted by the next large change.
 package etcdstore
 
 import (
@@ -55,6 +58,13 @@ func (l layout) generation(g string) string { return l.prefix + "config/" + g + 
 
 // fileKey is the key of the file at path in generation g.
 func (l layout) fileKey(g, path string) string { return l.generation(g) + path }
+
+// staging is the key that marks generation g as being written, under the
+// writer's lease: a generation neither in force nor marked is garbage.
+func (l layout) staging(g string) string { return l.prefix + "staging/" + g }
+
+// generations is the prefix of every generation's files.
+func (l layout) generations() string { return l.prefix + "config/" }
 
 // replicas is the prefix of the replicas' registrations.
 func (l layout) replicas() string { return l.prefix + "replicas/" }
