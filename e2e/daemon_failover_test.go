@@ -2,7 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"strings"
+	"fmt"
 	"testing"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
@@ -39,7 +39,8 @@ func TestDaemon_etcd_failover_resends_nothing(t *testing.T) {
 	defer cli.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
 	defer cancel()
-	if _, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Files: serviceFiles(dummyA), Prune: true}); err != nil {
+	first, err := etcdstore.Apply(ctx, cli, "", etcdstore.Change{Files: serviceFiles(dummyA), Prune: true})
+	if err != nil {
 		t.Fatal(err)
 	}
 	r1 := startReady(t, nil, etcdServeArgs(etcd.Endpoint, "r1")...)
@@ -61,8 +62,8 @@ func TestDaemon_etcd_failover_resends_nothing(t *testing.T) {
 		s1 := deltaOn(r1)
 		s1.Send(&discovery.DeltaDiscoveryRequest{Node: rawxds.Node("mover"), TypeUrl: resource.EndpointType, ResourceNamesSubscribe: []string{svcCluster}})
 		r := s1.Recv()
-		if id := r.GetControlPlane().GetIdentifier(); !strings.HasPrefix(id, "xdsd r1 revision ") {
-			t.Fatalf("control_plane.identifier %q, want the replica and its revision", id)
+		if id, want := r.GetControlPlane().GetIdentifier(), fmt.Sprintf("xdsd r1 revision %d", first.Revision); id != want {
+			t.Fatalf("control_plane.identifier %q, want %q: the replica and the revision it serves", id, want)
 		}
 		held := map[string]string{}
 		for _, res := range r.GetResources() {

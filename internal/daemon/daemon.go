@@ -402,7 +402,7 @@ func (d *Daemon) shutdown(gs grpcServer, https []*http.Server) {
 // directory it serves the embedded example once.
 func (d *Daemon) watchConfig(ctx context.Context) error {
 	if d.store != nil {
-		if err := d.store.Run(ctx, d.apply, d.reject); !errors.Is(err, context.Canceled) {
+		if err := d.store.Run(ctx, d.applyRevision, d.reject); !errors.Is(err, context.Canceled) {
 			return err
 		}
 		return nil
@@ -442,11 +442,15 @@ func (d *Daemon) loadOnce(fsys fs.FS, name string) {
 	d.apply(res)
 }
 
-// apply publishes a configuration that loaded, in one step: the node
-// grouping of its selectors and a snapshot for every group in use. If a
-// group's snapshot does not build (the loader's checks should have caught
-// why), the configuration is rejected, with nothing of it published.
-func (d *Daemon) apply(res *configdir.Result) {
+// apply publishes a configuration that loaded: see applyRevision.
+func (d *Daemon) apply(res *configdir.Result) { d.applyRevision(res, 0) }
+
+// applyRevision publishes a configuration that loaded, read from etcd at
+// revision rev (0: from a directory), in one step: the node grouping of
+// its selectors and a snapshot for every group in use. If a group's
+// snapshot does not build (the loader's checks should have caught why),
+// the configuration is rejected, with nothing of it published.
+func (d *Daemon) applyRevision(res *configdir.Result, rev int64) {
 	start := time.Now()
 	var groupOf cache.GroupFunc // nil without node selectors: the cache then never decodes the streams' nodes
 	if len(res.Scoped) > 0 {
@@ -456,7 +460,9 @@ func (d *Daemon) apply(res *configdir.Result) {
 	if d.store != nil {
 		// The responses of this publication say which replica and
 		// revision they come from (Envoy shows it in its config dump).
-		id = fmt.Sprintf("xdsd %s revision %d", d.opts.Etcd.ReplicaName, d.store.Status().Revision)
+		// Set just before it: a response of the configuration before
+		// that is sent meanwhile carries the new revision already.
+		id = fmt.Sprintf("xdsd %s revision %d", d.opts.Etcd.ReplicaName, rev)
 		d.server.SetControlPlane(id)
 	}
 	changes, err := d.cache.Publish(cache.Publication{

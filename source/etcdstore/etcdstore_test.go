@@ -65,11 +65,14 @@ func service(name string, port int) map[string][]byte {
 type loads struct {
 	mu      sync.Mutex
 	applied []*configdir.Result
+	revs    []int64 // the revision of each of applied
 	errs    []error
 	changed chan struct{} // signalled at each
 }
 
-func (l *loads) apply(r *configdir.Result) { l.add(func() { l.applied = append(l.applied, r) }) }
+func (l *loads) apply(r *configdir.Result, rev int64) {
+	l.add(func() { l.applied, l.revs = append(l.applied, r), append(l.revs, rev) })
+}
 func (l *loads) reject(err error)          { l.add(func() { l.errs = append(l.errs, err) }) }
 func (l *loads) add(f func()) {
 	l.mu.Lock()
@@ -185,8 +188,14 @@ func TestReplica(t *testing.T) {
 		// Two files changed in one transaction: a renamed to b in both.
 		// Apart, either would leave a reference unresolved.
 		ch := etcdstore.Change{Files: service("b", 1002), Delete: []string{"clusters/a.yaml", "endpoints/a.yaml"}}
-		apply(t, cli, ch)
+		a := apply(t, cli, ch)
 		l.until(t, "the rename", func(a []*configdir.Result, _ []error) bool { return port(a[len(a)-1], "b") == 1002 })
+		l.mu.Lock()
+		rev := l.revs[len(l.revs)-1]
+		l.mu.Unlock()
+		if rev != a.Revision {
+			t.Fatalf("the rename loaded as of revision %d, want the apply's, %d", rev, a.Revision)
+		}
 		if _, errs := l.counts(); errs != 0 {
 			t.Fatalf("the replica rejected %d loads: it saw part of a transaction", errs)
 		}
@@ -471,7 +480,7 @@ func BenchmarkApply10000(b *testing.B) {
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() {
-		done <- r.Run(rctx, func(*configdir.Result) {}, func(err error) { b.Error(err) })
+		done <- r.Run(rctx, func(*configdir.Result, int64) {}, func(err error) { b.Error(err) })
 	}()
 	defer func() {
 		cancel()

@@ -105,7 +105,7 @@ var errWatchEnded = errors.New("the watch ended")
 // resumes its watch where it stopped; after a compaction it reads the
 // configuration whole again (the cache's publication sends clients the
 // difference only).
-func (r *Replica) Run(ctx context.Context, apply func(*configdir.Result), reject func(error)) error {
+func (r *Replica) Run(ctx context.Context, apply func(res *configdir.Result, rev int64), reject func(error)) error {
 	var wg sync.WaitGroup
 	pctx, stop := context.WithCancel(ctx)
 	defer wg.Wait()
@@ -207,7 +207,7 @@ func (r *Replica) put(path string, kv *mvccpb.KeyValue) {
 
 // watch follows the changes after r.rev until ctx ends or the watch
 // fails. A response resets the backoff.
-func (r *Replica) watch(ctx context.Context, wait *backoff, apply func(*configdir.Result), reject func(error)) error {
+func (r *Replica) watch(ctx context.Context, wait *backoff, apply func(res *configdir.Result, rev int64), reject func(error)) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	start, end := r.l.watched()
@@ -302,7 +302,7 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 
 // load loads the files (the changed paths, or all of them if whole) and
 // hands the result to apply or its problems to reject.
-func (r *Replica) load(changed []string, whole bool, apply func(*configdir.Result), reject func(error)) {
+func (r *Replica) load(changed []string, whole bool, apply func(res *configdir.Result, rev int64), reject func(error)) {
 	defer func() { // once the load is applied or rejected: xdsctl apply --wait reads it
 		r.mu.Lock()
 		r.status.Revision, r.status.Generation = r.rev, r.gen
@@ -328,7 +328,7 @@ func (r *Replica) load(changed []string, whole bool, apply func(*configdir.Resul
 		reject(fmt.Errorf("%s: %w", where, err))
 		return
 	}
-	apply(res)
+	apply(res, r.rev)
 }
 
 // probe checks every ProbeInterval that etcd answers, until ctx ends.
