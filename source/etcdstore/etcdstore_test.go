@@ -73,7 +73,7 @@ type loads struct {
 func (l *loads) apply(r *configdir.Result, rev int64) {
 	l.add(func() { l.applied, l.revs = append(l.applied, r), append(l.revs, rev) })
 }
-func (l *loads) reject(err error)          { l.add(func() { l.errs = append(l.errs, err) }) }
+func (l *loads) reject(err error) { l.add(func() { l.errs = append(l.errs, err) }) }
 func (l *loads) add(f func()) {
 	l.mu.Lock()
 	f()
