@@ -144,7 +144,7 @@ func TestDaemon_etcd_replicas(t *testing.T) {
 				for _, d := range replicas[1:] {
 					st := d.status(ctx, t)
 					for _, s := range st.Streams {
-						if s.NodeID == m.node && len(s.Types) > 0 {
+						if s.NodeID == m.node && len(s.Types) == 2 {
 							return true, ""
 						}
 					}

@@ -517,6 +517,9 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 			}
 		}
 		ts.holdItems(items)
+		// Shown as what the client holds, until a response changes it:
+		// a client back from another replica may be sent nothing.
+		st.status.resumed(ts.t, ts.version())
 	}
 	return nil
 }
