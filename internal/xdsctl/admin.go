@@ -1,6 +1,7 @@
 package xdsctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -178,14 +179,21 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 		return int(a.ID) - int(b.ID)
 	})
 
+	identities := slices.ContainsFunc(streams, func(s daemon.StreamEntry) bool { return s.Identity != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	header := []string{"NODE", "STREAM"}
+	if identities {
+		header = append(header, "IDENTITY")
+	}
 	for _, c := range cols {
 		header = append(header, strings.ToUpper(c))
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, s := range streams {
 		row := []string{nodeLabel(s), fmt.Sprintf("%d %s", s.ID, s.Variant)}
+		if identities {
+			row = append(row, cmp.Or(s.Identity, "-"))
+		}
 		for _, c := range cols {
 			state := "-"
 			for _, t := range s.Types {
@@ -259,6 +267,13 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 		}
 		fmt.Fprintf(w, "Replica %s: etcd prefix %s, revision %d (generation %s), etcd %s\n",
 			st.Replica, st.Prefix, st.Revision, st.Generation, reach)
+	}
+	if a := rep.Authz; a != nil {
+		fmt.Fprintf(w, "Authorization policy %s: %d rules, read at %s (%d rereads, %d refused)\n",
+			a.File, a.Rules, a.LoadedAt.Format(time.RFC3339), a.ReloadsOK, a.ReloadsFailed)
+		if a.LastError != "" {
+			fmt.Fprintf(w, "  its latest version is refused; the policy read before stays:\n  %s\n", a.LastError)
+		}
 	}
 	if rep.Config.LastError != "" {
 		when := ""
