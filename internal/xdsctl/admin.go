@@ -113,9 +113,11 @@ stands, in the manner of 'istioctl proxy-status':
   -         the stream does not subscribe to the type
 
 STREAM is the stream's id and variant: "ads/sotw", "ads/delta", or a type's
-own service such as "cds/sotw". Below the table come the NACK messages, each
-stream's last error, and the configuration directory's last load error, if
-any. It reads xdsd's /status admin endpoint (xdsd serve --admin-addr).
+own service such as "cds/sotw". IDENTITY, shown when a client gave a
+certificate, is its first URI SAN, else DNS SAN, else common name. Below the
+table come the NACK messages, each stream's last error, the authorization
+policy's reads (xdsd serve --authz-file), and the configuration directory's
+last load error, if any. It reads xdsd's /status admin endpoint (xdsd serve --admin-addr).
 
 Examples:
   xdsctl status                          # xdsd's default admin address, 127.0.0.1:19000
