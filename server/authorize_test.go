@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -283,4 +286,48 @@ func TestAuthorizeREST(t *testing.T) {
 	if got := e.srv.Refusals(); got != 2 {
 		t.Fatalf("Refusals() = %d, want 2", got)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestAuthorizeLogBounded: refusals are logged a few a second at most,
+// and the next line logged says how many were not.
+func TestAuthorizeLogBounded(t *testing.T) {
+	var logs syncBuffer
+	c := cache.New(nil)
+	c.SetSnapshot("", cache.MustSnapshot(rawxds.Cluster("a")))
+	e := rawxds.Start(t, c, server.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Authorize: func(context.Context, *corev3.Node) error { return errors.New("no") }})
+	fetch := clusterservice.NewClusterDiscoveryServiceClient(e.Conn)
+	ctx, cancel := context.WithTimeout(context.Background(), rawxds.Timeout)
+	defer cancel()
+	calls := 0
+	for !strings.Contains(logs.String(), "refusals_not_logged=") {
+		_, err := fetch.FetchClusters(ctx, &discovery.DiscoveryRequest{Node: rawxds.Node("n")})
+		wantRefused(t, err, "no") // an error without a status is PermissionDenied
+		if calls++; ctx.Err() != nil {
+			t.Fatalf("after %d refusals, no line says how many were not logged:\n%s", calls, logs.String())
+		}
+	}
+	lines := strings.Count(logs.String(), "refused a client the node it claims")
+	if lines >= calls || e.Server.Refusals() != uint64(calls) {
+		t.Fatalf("%d refusals (counted %d), %d logged", calls, e.Server.Refusals(), lines)
+	}
+	t.Logf("%d refusals, %d logged", calls, lines)
 }
