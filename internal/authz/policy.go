@@ -293,8 +293,12 @@ func parseTemplate(s string, re *regexp.Regexp) (template, error) {
 			lit = ""
 			rest = rest[end+1:]
 		default:
-			lit += string(c)
-			rest = rest[1:]
+			i := strings.IndexAny(rest, "*{}")
+			if i < 0 {
+				i = len(rest)
+			}
+			lit += rest[:i]
+			rest = rest[i:]
 		}
 	}
 	t.parts = append(t.parts, lit)

@@ -96,6 +96,16 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+func TestNonASCII(t *testing.T) {
+	p, err := Parse([]byte("allow:\n- identity: spiffe://exémple.org/{id}\n  node_ids: ['nœud-{id}-ü']\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.Decide([]string{"spiffe://exémple.org/ß"}, "nœud-ß-ü", ""); !d.Allowed {
+		t.Fatal(d.Reason)
+	}
+}
+
 func TestParseEmptyAllowAllowsNothing(t *testing.T) {
 	for _, in := range []string{"allow: []", "allow:"} {
 		p, err := Parse([]byte(in))
