@@ -264,4 +264,35 @@ func TestDaemon_authz_startup(t *testing.T) {
 	}
 	d := startReady(t, nil, serveArgs(cfg.dir, append(tlsArgs, "--client-ca", pki.caFile)...)...)
 	d.waitLogLine(ctx, t, "the warning of no policy", "no --authz-file: any client with a certificate from --client-ca may claim any node")
+
+	// REST's own certificate, and the client CA's certificates required
+	// there too.
+	restCert := pki.ca.Issue(t, "xdsd-rest", true)
+	restCertFile, restKeyFile := filepath.Join(pki.dir, "rest.crt"), filepath.Join(pki.dir, "rest.key")
+	writeFile(t, restCertFile, restCert.CertPEM)
+	writeFile(t, restKeyFile, restCert.KeyPEM)
+	r := startReady(t, nil, serveArgs(cfg.dir, append(tlsArgs, "--client-ca", pki.caFile, "--authz-file", good,
+		"--rest-tls-cert", restCertFile, "--rest-tls-key", restKeyFile)...)...)
+	conn, err := tls.Dial("tcp", r.rest, pki.tlsConfig(t, &pki.nodeA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "xdsd-rest" {
+		t.Errorf("REST serves the certificate of %q, want xdsd-rest", cn)
+	}
+	conn.Close()
+	if conn, err := tls.Dial("tcp", r.xds, pki.tlsConfig(t, &pki.nodeA)); err != nil {
+		t.Fatal(err)
+	} else {
+		if cn := conn.ConnectionState().PeerCertificates[0].Subject.CommonName; cn != "xdsd" {
+			t.Errorf("xDS serves the certificate of %q, want xdsd", cn)
+		}
+		conn.Close()
+	}
+	tr := &http.Transport{TLSClientConfig: pki.tlsConfig(t, nil), DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	if resp, err := (&http.Client{Transport: tr}).Post("https://"+r.rest+"/v3/discovery:clusters", "application/json", strings.NewReader("{}")); err == nil {
+		resp.Body.Close()
+		t.Fatalf("REST without a client certificate: %s, want the handshake refused", resp.Status)
+	}
 }
