@@ -16,6 +16,10 @@
 // logged, recorded as the stream's LastError and ignored: the stream stays
 // open and its other types keep working. A per-type stream asked for another
 // type is closed with InvalidArgument.
+//
+// With Config.Authorize, a client is served only a node it may claim: the
+// node of a stream's first request, decided once, and of each Fetch call
+// and REST request.
 package server
 
 import (
