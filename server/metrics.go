@@ -20,7 +20,8 @@ type counters struct {
 
 // WritePrometheus writes the server's metrics in the Prometheus text
 // format: open streams by variant and by type, responses sent, ACKs and
-// NACKs by type, and the latency from a snapshot's publication to the
+// NACKs by type, streams refused by their bounds and clients refused the
+// node they claim, and the latency from a snapshot's publication to the
 // responses it causes.
 func (s *Server) WritePrometheus(w io.Writer) {
 	streams := map[string]int{}
@@ -60,6 +61,7 @@ func (s *Server) WritePrometheus(w io.Writer) {
 	metrics.WriteHeader(w, "xdsd_streams_refused_total", "counter", "Streams refused at once with UNAVAILABLE, by the bound they were over (Config.MaxStreams, StreamsPerSecond).")
 	fmt.Fprintf(w, "xdsd_streams_refused_total{reason=\"max_streams\"} %d\n", s.admission.refusedMax.Load())
 	fmt.Fprintf(w, "xdsd_streams_refused_total{reason=\"rate\"} %d\n", s.admission.refusedRate.Load())
+	metrics.WriteSingle(w, "xdsd_authz_denied_total", "counter", "Streams, Fetch calls and REST requests refused the node they claim (Config.Authorize).", float64(s.refusals.count.Load()))
 	s.metrics.latency.WritePrometheus(w, "xdsd_push_latency_seconds",
 		"Time from a snapshot's publication to each response it causes.")
 }

@@ -339,7 +339,9 @@ func (st *stream) handleSotwWire(r *sotwRequest) error {
 	if err != nil {
 		return errInvalidRequest(err)
 	}
-	st.startFrom(&r.node)
+	if err := st.startFrom(&r.node); err != nil {
+		return err
+	}
 	if r.raw == nil {
 		return st.handleSotw(&r.msg)
 	}

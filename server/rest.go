@@ -9,6 +9,7 @@ import (
 	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/xdsd/xdsd/resource"
@@ -115,6 +116,11 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		http.Error(w, fmt.Sprintf("type_url %q does not match path type %s", req.TypeUrl, t.URL), http.StatusBadRequest)
 		return
 	}
+	node := keptNode(req.GetNode())
+	if err := s.authorize(restContext(r), node, "rest/"+t.Short); err != nil {
+		http.Error(w, status.Convert(err).Message(), http.StatusForbidden)
+		return
+	}
 	var rejected string // the version a NACK rejects, not sent again until something changes
 	if req.ErrorDetail != nil {
 		s.log.Warn("REST NACK", "type", t.Short, "node", clip(req.GetNode().GetId()), "message", nackText(req.GetErrorDetail().GetMessage()))
@@ -122,7 +128,7 @@ func (s *Server) serveREST(w http.ResponseWriter, r *http.Request, cfg RESTConfi
 		rejected = restNonceVersion(req.GetResponseNonce())
 	}
 	wrap := wrapsTTL(req.GetNode())
-	watcher := s.cache.Watch(keptNode(req.GetNode()))
+	watcher := s.cache.Watch(node)
 	defer watcher.Close()
 	timeout := time.NewTimer(cfg.PollTimeout)
 	defer timeout.Stop()

@@ -16,6 +16,10 @@
 // logged, recorded as the stream's LastError and ignored: the stream stays
 // open and its other types keep working. A per-type stream asked for another
 // type is closed with InvalidArgument.
+//
+// With Config.Authorize, a client is served only a node it may claim: the
+// node of a stream's first request, decided once, and of each Fetch call
+// and REST request.
 package server
 
 import (
@@ -27,6 +31,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -60,6 +65,18 @@ type Config struct {
 	StreamsPerSecond float64
 	// StreamBurst is the bucket's size; see StreamsPerSecond.
 	StreamBurst int
+	// Authorize, if set, decides whether a client may claim the node it
+	// names: once per stream, on its first request, with that request's
+	// node (later requests' nodes are ignored, so the decision holds for
+	// the stream's life), and on each Fetch call and REST request. ctx
+	// carries the client's peer (peer.FromContext), whose AuthInfo is a
+	// credentials.TLSInfo on TLS, on REST too; node has no extensions. An
+	// error refuses the client, sent nothing: a stream or Fetch call ends
+	// with the error's gRPC status if it has one, else PermissionDenied
+	// and its text; a REST request is answered 403 Forbidden with the
+	// status's message. Refusals are counted (xdsd_authz_denied_total)
+	// and logged, a few a second at most.
+	Authorize func(ctx context.Context, node *corev3.Node) error
 }
 
 // Server serves the snapshots of a cache.Cache over xDS. Create it with
@@ -81,6 +98,7 @@ type Server struct {
 	// controlPlane is what responses carry in control_plane; nil: nothing
 	// (see SetControlPlane).
 	controlPlane atomic.Pointer[controlPlane]
+	refusals     refusals
 }
 
 // New returns a Server that serves the snapshots of c.
@@ -92,7 +110,7 @@ func New(c *cache.Cache, cfg Config) *Server {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &Server{cfg: cfg, cache: c, log: log, admission: newAdmission(cfg)}
+	return &Server{cfg: cfg, cache: c, log: log, admission: newAdmission(cfg), refusals: newRefusals()}
 }
 
 // Cache returns the cache the server serves.
@@ -159,6 +177,7 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	}
 	defer s.admission.leave()
 	st := s.newStream(false, only)
+	st.setPeer(gs.Context())
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
 	recv := func() (*sotwRequest, error) {
@@ -175,6 +194,7 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	}
 	defer s.admission.leave()
 	st := s.newStream(true, only)
+	st.setPeer(gs.Context())
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
 	recv := func() (*deltaRequest, error) {
@@ -187,11 +207,15 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 
 // fetch answers a unary Fetch* call with the resources the request names
 // (or, for wildcard types with no names, all of them) in the node's group.
-func (s *Server) fetch(_ context.Context, req *discovery.DiscoveryRequest, t *resource.Type) (*discovery.DiscoveryResponse, error) {
+func (s *Server) fetch(ctx context.Context, req *discovery.DiscoveryRequest, t *resource.Type) (*discovery.DiscoveryResponse, error) {
 	if url := req.GetTypeUrl(); url != "" && url != t.URL {
 		return nil, status.Errorf(codes.InvalidArgument, "%s service cannot serve type %q", t.Short, url)
 	}
-	snap := s.cache.Snapshot(s.cache.GroupOf(keptNode(req.GetNode())))
+	node := keptNode(req.GetNode())
+	if err := s.authorize(ctx, node, "fetch/"+t.Short); err != nil {
+		return nil, err
+	}
+	snap := s.cache.Snapshot(s.cache.GroupOf(node))
 	resp, _ := s.current(snap, t, req.GetResourceNames(), wrapsTTL(req.GetNode()))
 	return resp, nil
 }

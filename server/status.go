@@ -24,6 +24,10 @@ type StreamStatus struct {
 	Node *corev3.Node
 	// Variant is "ads" or a type's short name, plus "/sotw" or "/delta".
 	Variant string
+	// Identity is the identity of the client's verified certificate: its
+	// first URI SAN, else its first DNS SAN, else its subject's common
+	// name; empty without a client certificate.
+	Identity string
 	// Connected is when the stream opened.
 	Connected time.Time
 	// Types holds one entry per type the stream has sent or been asked for,
@@ -132,6 +136,13 @@ func (r *statusRegistry) snapshot(nodes bool) []StreamStatus {
 func (ss *streamStatus) setNode(node []byte) {
 	ss.mu.Lock()
 	ss.node = node
+	ss.mu.Unlock()
+}
+
+// setIdentity records the client's certificate identity.
+func (ss *streamStatus) setIdentity(id string) {
+	ss.mu.Lock()
+	ss.s.Identity = id
 	ss.mu.Unlock()
 }
 

@@ -62,6 +62,10 @@ type stream struct {
 	// still handles its requests. Guarded by gate.
 	handlerWaits bool
 
+	// ctx is the gRPC stream's context, which carries the client's peer
+	// (for Config.Authorize); read-only once the stream serves.
+	ctx context.Context
+
 	mu sync.Mutex // held while handling a request or a wake-up, including sends
 	// failed is the error a wake-up met; the handler ends the stream with it.
 	failed error
@@ -204,7 +208,9 @@ func (st *stream) turnLocked(handle func() error) error {
 func (st *stream) step(handle func() error) error {
 	if handle != nil {
 		if err := handle(); err != nil {
-			st.logger().Warn("closing stream", "error", err)
+			if !isRefusal(err) { // logged, at a bounded rate, as it was refused
+				st.logger().Warn("closing stream", "error", err)
+			}
 			return err
 		}
 	}
@@ -276,6 +282,15 @@ func (st *stream) close() {
 	st.srv.workers.detach()
 }
 
+// setPeer records ctx, the gRPC stream's context, and its client's
+// certificate identity in the stream's status.
+func (st *stream) setPeer(ctx context.Context) {
+	st.ctx = ctx
+	if id := peerIdentity(ctx); id != "" {
+		st.status.setIdentity(id)
+	}
+}
+
 // logger returns the stream's logger, which names the stream, its variant
 // and its node. It is made on first use: most streams never log.
 func (st *stream) logger() *slog.Logger {
@@ -337,20 +352,21 @@ func clip(s string) string {
 // start sets the stream's node and starts watching its group on the first
 // request (S1), for a request decoded whole (by another codec than ours),
 // or one that has no node.
-func (st *stream) start(node *corev3.Node) {
+func (st *stream) start(node *corev3.Node) error {
 	if st.watcher != nil {
-		return
+		return nil
 	}
 	node = keptNode(node)
-	st.startEncoded(encodeNode(node), node)
+	return st.startEncoded(encodeNode(node), node)
 }
 
 // startFrom is start for a request whose node our codec cut out: a node
 // the stream does not know yet (on its first request) starts it.
-func (st *stream) startFrom(r *requestNode) {
+func (st *stream) startFrom(r *requestNode) error {
 	if r.raw != nil {
-		st.startEncoded(r.raw, r.msg)
+		return st.startEncoded(r.raw, r.msg)
 	}
+	return nil
 }
 
 // wrapsTTL reports whether node's client takes TTL resources in SotW, in
@@ -376,10 +392,14 @@ func wrapsTTL(node *corev3.Node) bool {
 // startEncoded is start for node, the encoding of a node without its
 // extensions, which the stream keeps, and msg, node decoded, which it does
 // not: thousands of streams keep a few hundred bytes each rather than a
-// decoded node of some dozens of allocations.
-func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
+// decoded node of some dozens of allocations. A node Config.Authorize
+// refuses does not start the stream: its error ends it.
+func (st *stream) startEncoded(node []byte, msg *corev3.Node) error {
 	if st.watcher != nil {
-		return
+		return nil
+	}
+	if err := st.srv.authorize(st.ctx, msg, st.status.s.Variant); err != nil {
+		return err
 	}
 	st.node, st.nodeID = node, msg.GetId()
 	st.wrapTTL = wrapsTTL(msg)
@@ -391,6 +411,7 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) {
 		// share the snapshot's names (adoptNamed) on a per-type stream too.
 		st.takeSnapshot()
 	}
+	return nil
 }
 
 // state returns the stream's state for t, creating it.
@@ -412,7 +433,9 @@ func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
 // If d is that of the names the type last applied, the request's names
 // are not looked at (they may be left undecoded).
 func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDigest) error {
-	st.start(req.GetNode()) // the first request's node, whatever its type (S1)
+	if err := st.start(req.GetNode()); err != nil { // the first request's node, whatever its type (S1)
+		return err
+	}
 	t, err := st.typeOf(req.GetTypeUrl())
 	if t == nil {
 		return err
@@ -457,13 +480,17 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 
 // handleDeltaRequest applies one incremental request as received.
 func (st *stream) handleDeltaRequest(r *deltaRequest) error {
-	st.startFrom(&r.node)
+	if err := st.startFrom(&r.node); err != nil {
+		return err
+	}
 	return st.handleDelta(&r.msg)
 }
 
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).
 func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
-	st.start(req.GetNode()) // the first request's node, whatever its type (S1)
+	if err := st.start(req.GetNode()); err != nil { // the first request's node, whatever its type (S1)
+		return err
+	}
 	t, err := st.typeOf(req.GetTypeUrl())
 	if t == nil {
 		return err

@@ -78,14 +78,17 @@ func serve(args []string, stderr io.Writer) int {
 		admToken  = fs.String("admin-token-file", "", "file holding a bearer token that admin requests but /healthz, /readyz and /metrics must bear\n(Authorization: Bearer <token>); reread when it changes. Required when --admin-addr is not\na loopback address, unless --admin-insecure")
 		admInsec  = fs.Bool("admin-insecure", false, "serve the admin endpoints on an --admin-addr that is not a loopback address without\n--admin-token-file, to anyone who can reach it")
 		showSecr  = fs.Bool("admin-show-secrets", false, "show secret material (private keys, session ticket keys, generic secrets) in /config_dump,\nwhich otherwise replaces it with \"[redacted]\"; --write-dir files always hold it")
-		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>); empty turns it off")
+		restAddr  = fs.String("rest-addr", "", "REST-JSON polling listen address (POST /v3/discovery:<type>), over TLS with\n--rest-tls-cert or --tls-cert; empty turns it off")
 		restPoll  = fs.Duration("rest-poll-timeout", 30*time.Second, "how long a REST request at the current version is held before 304 Not Modified; 0 means 30s")
 		writeDir  = fs.String("write-dir", "", "also write one DiscoveryResponse file per type here, replaced atomically, for Envoy's\nfilesystem subscriptions (path_config_source); empty turns it off")
 		writeFmt  = fs.String("write-format", "yaml", "encoding of --write-dir files: yaml, json, binary (.pb) or text (.pb_text)")
 		writeNode = fs.String("write-node", "", "node id whose view of the configuration --write-dir renders")
 		tlsCert   = fs.String("tls-cert", "", "PEM certificate chain for TLS on the xDS port; reloaded when it changes")
 		tlsKey    = fs.String("tls-key", "", "PEM private key for --tls-cert")
-		clientCA  = fs.String("client-ca", "", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
+		clientCA  = fs.String("client-ca", "", "PEM CA bundle: require client certificates signed by it (mutual TLS), on xDS and on REST over TLS")
+		authzFile = fs.String("authz-file", "", "YAML policy of which client certificate identities may claim which node ids (see\ndocs/security.md); needs --client-ca; reread when it changes")
+		restCert  = fs.String("rest-tls-cert", "", "PEM certificate chain for TLS on --rest-addr; when empty, --tls-cert's is used if given")
+		restKey   = fs.String("rest-tls-key", "", "PEM private key for --rest-tls-cert")
 		logLevel  = fs.String("log-level", "info", "log level: debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "log format: text or json")
 		grace     = fs.Duration("shutdown-grace", 5*time.Second, "on SIGTERM or SIGINT, how long open streams may run before they are closed; 0 means 5s\n(SIGHUP rescans the config directory)")
@@ -152,6 +155,9 @@ func serve(args []string, stderr io.Writer) int {
 		TLSCert:               *tlsCert,
 		TLSKey:                *tlsKey,
 		ClientCA:              *clientCA,
+		AuthzFile:             *authzFile,
+		RESTTLSCert:           *restCert,
+		RESTTLSKey:            *restKey,
 		Logger:                logger,
 		ShutdownGrace:         *grace,
 		GRPCTransport:         *transport,

@@ -48,7 +48,23 @@ type StatusReport struct {
 	Ready   bool          `json:"ready"`
 	Config  ConfigStatus  `json:"config"`
 	Store   *StoreStatus  `json:"store,omitempty"`
+	Authz   *AuthzStatus  `json:"authz,omitempty"`
 	Streams []StreamEntry `json:"streams"`
+}
+
+// AuthzStatus tells how the authorization policy file's reads went.
+type AuthzStatus struct {
+	File string `json:"file"`
+	// Rules is how many rules the policy in force has.
+	Rules int `json:"rules"`
+	// LoadedAt is when the policy in force was read.
+	LoadedAt      time.Time `json:"loaded_at"`
+	ReloadsOK     uint64    `json:"reloads_ok"`
+	ReloadsFailed uint64    `json:"reloads_failed"`
+	// LastError is why the file's latest version was refused: the
+	// policy in force is an earlier one.
+	LastError   string     `json:"last_error,omitempty"`
+	LastErrorAt *time.Time `json:"last_error_at,omitempty"`
 }
 
 // StoreStatus tells how the configuration's store in etcd stands, for a
@@ -80,6 +96,7 @@ type StreamEntry struct {
 	ID        uint64      `json:"id"`
 	NodeID    string      `json:"node_id"`
 	Cluster   string      `json:"node_cluster,omitempty"`
+	Identity  string      `json:"identity,omitempty"` // the client certificate's (server.StreamStatus.Identity)
 	Variant   string      `json:"variant"`
 	Connected time.Time   `json:"connected"`
 	LastError string      `json:"last_error,omitempty"`
@@ -135,8 +152,16 @@ func (d *Daemon) handleStatus(w http.ResponseWriter, _ *http.Request) {
 			rep.Store.Since = &st.Since
 		}
 	}
+	if d.authz != nil {
+		st := d.authz.Status()
+		rep.Authz = &AuthzStatus{File: st.Path, Rules: st.Rules, LoadedAt: st.LoadedAt,
+			ReloadsOK: st.ReloadsOK, ReloadsFailed: st.ReloadsFailed, LastError: st.LastError}
+		if st.LastError != "" {
+			rep.Authz.LastErrorAt = &st.LastErrorAt
+		}
+	}
 	for _, s := range d.server.Status() {
-		e := StreamEntry{ID: s.ID, NodeID: s.Node.GetId(), Cluster: s.Node.GetCluster(), Variant: s.Variant,
+		e := StreamEntry{ID: s.ID, NodeID: s.Node.GetId(), Cluster: s.Node.GetCluster(), Identity: s.Identity, Variant: s.Variant,
 			Connected: s.Connected, LastError: s.LastError, Types: []TypeEntry{}}
 		for _, ts := range s.Types {
 			te := TypeEntry{Type: resource.Lookup(ts.TypeURL).Short, State: State(ts), SentVersion: ts.SentVersion,
@@ -200,7 +225,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 // a change takes from its first file event to being read and parsed
 // (xdsd_config_load_seconds), then to its publication to the streams
 // (xdsd_config_publish_seconds), after which the server's
-// xdsd_push_latency_seconds times each response.
+// xdsd_push_latency_seconds times each response; and, with AuthzFile, the
+// policy file's reads.
 func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	d.server.WritePrometheus(w)
@@ -231,6 +257,18 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		}
 		metrics.WriteSingle(w, "xdsd_store_revision", "gauge", "The latest etcd revision of the configuration read, applied or rejected.", float64(st.Revision))
 		metrics.WriteSingle(w, "xdsd_store_reachable", "gauge", "Whether etcd answered the latest probe.", reachable)
+	}
+	if d.authz != nil {
+		st := d.authz.Status()
+		metrics.WriteHeader(w, "xdsd_authz_policy_reloads_total", "counter", "Reads of the changed authorization policy file, by result.")
+		fmt.Fprintf(w, "xdsd_authz_policy_reloads_total{result=\"ok\"} %d\n", st.ReloadsOK)
+		fmt.Fprintf(w, "xdsd_authz_policy_reloads_total{result=\"failed\"} %d\n", st.ReloadsFailed)
+		refused := 0.0
+		if st.LastError != "" {
+			refused = 1
+		}
+		metrics.WriteSingle(w, "xdsd_authz_policy_refused", "gauge", "Whether the policy file's latest version was refused (an earlier policy is in force).", refused)
+		metrics.WriteSingle(w, "xdsd_authz_policy_rules", "gauge", "Rules of the authorization policy in force.", float64(st.Rules))
 	}
 	metrics.WriteProcess(w)
 }

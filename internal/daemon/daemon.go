@@ -31,6 +31,7 @@ import (
 	"github.com/xdsd/xdsd/fileout"
 	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/heaptrim"
+	"github.com/xdsd/xdsd/internal/authz"
 	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/internal/tokenfile"
@@ -70,6 +71,11 @@ type Options struct {
 	// RESTPollTimeout bounds how long a REST request at the current
 	// version is held; zero means server.RESTConfig's default.
 	RESTPollTimeout time.Duration
+	// RESTTLSCert and RESTTLSKey, if set, serve REST over TLS; when not
+	// set and TLSCert is, REST serves TLS with TLSCert and TLSKey. Over
+	// TLS, ClientCA requires client certificates on REST too. The files
+	// are reloaded when they change.
+	RESTTLSCert, RESTTLSKey string
 	// WriteDir, if set, receives one DiscoveryResponse file per type for
 	// Envoy's filesystem subscriptions, rendered for the node WriteNode, in
 	// WriteFormat (yaml, json, binary or text; empty means yaml).
@@ -80,6 +86,11 @@ type Options struct {
 	// set, requires client certificates signed by it (mutual TLS). The
 	// files are reloaded when they change.
 	TLSCert, TLSKey, ClientCA string
+	// AuthzFile, if set, holds the policy of which client certificate
+	// identities may claim which nodes (package authz), on xDS and REST;
+	// it needs ClientCA. The file is read again when it changes; a bad
+	// edit keeps the last good policy.
+	AuthzFile string
 	// Logger receives the daemon's logs; nil means slog.Default().
 	Logger *slog.Logger
 	// Rescan, if set, makes the daemon walk the configuration directory
@@ -143,6 +154,7 @@ type Daemon struct {
 	log    *slog.Logger
 	cache  *cache.Cache
 	server *server.Server
+	authz  *authz.File        // nil without AuthzFile
 	writer *fileout.Writer    // nil without WriteDir; used by writeFilesLoop only
 	store  *etcdstore.Replica // nil without Etcd.Endpoints
 	// etcdClient is the store's client (closed by Run); nil without it.
@@ -194,8 +206,22 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("config dir %s is a file, not a directory", o.ConfigDir)
 	}
 	d := &Daemon{opts: o, log: o.Logger, cache: cache.New(nil)}
-	d.server = server.New(d.cache, server.Config{Logger: o.Logger,
-		MaxStreams: o.MaxStreams, StreamsPerSecond: o.StreamsPerSecond, StreamBurst: o.StreamBurst})
+	scfg := server.Config{Logger: o.Logger,
+		MaxStreams: o.MaxStreams, StreamsPerSecond: o.StreamsPerSecond, StreamBurst: o.StreamBurst}
+	if o.AuthzFile != "" {
+		if o.ClientCA == "" {
+			return errors.New("authz: a policy needs client certificates: give --client-ca (and --tls-cert, --tls-key)")
+		}
+		f, err := authz.Open(o.AuthzFile, o.Logger)
+		if err != nil {
+			return err
+		}
+		d.authz, scfg.Authorize = f, f.Authorize
+		d.log.Info("authz: clients may claim only the nodes the policy allows their certificates", "file", o.AuthzFile, "rules", f.Policy().Rules())
+	} else if o.ClientCA != "" {
+		d.log.Warn("authz: no --authz-file: any client with a certificate from --client-ca may claim any node, and is served its configuration, secrets included")
+	}
+	d.server = server.New(d.cache, scfg)
 	if len(o.Etcd.Endpoints) > 0 {
 		if o.ConfigDir != "" {
 			return errors.New("give a config dir or etcd endpoints, not both")
@@ -223,6 +249,10 @@ func Run(ctx context.Context, o Options) error {
 		return errors.New("tls: a client CA needs a server certificate and key")
 	}
 	gs, err := newGRPCServer(&o, tlsConfig)
+	if err != nil {
+		return err
+	}
+	restTLS, err := restTLSConfig(&o)
 	if err != nil {
 		return err
 	}
@@ -307,6 +337,9 @@ func Run(ctx context.Context, o Options) error {
 		serveHTTP("admin", adminLis, requireToken(d.adminHandler(), adminToken))
 	}
 	if restLis != nil {
+		if restTLS != nil {
+			restLis = tls.NewListener(restLis, restTLS)
+		}
 		serveHTTP("REST", restLis, d.server.RESTHandler(server.RESTConfig{PollTimeout: o.RESTPollTimeout}))
 	}
 	wg.Add(1)
@@ -600,6 +633,30 @@ func (d *Daemon) reject(err error) {
 	} else {
 		d.log.Error("configuration rejected; none loaded yet, serving nothing", "error", err)
 	}
+}
+
+// restTLSConfig returns the TLS configuration of the REST listener: with
+// RESTTLSCert and RESTTLSKey, else TLSCert and TLSKey, and ClientCA; nil
+// for none.
+func restTLSConfig(o *Options) (*tls.Config, error) {
+	if o.RESTAddr == "" {
+		return nil, nil
+	}
+	cert, key := o.RESTTLSCert, o.RESTTLSKey
+	if cert == "" && key == "" {
+		cert, key = o.TLSCert, o.TLSKey
+	} else if cert == "" || key == "" {
+		return nil, errors.New("REST tls: give both a certificate and a key")
+	}
+	if cert == "" {
+		return nil, nil
+	}
+	cfg, err := tlsfiles.NewServerConfig(tlsfiles.Config{CertFile: cert, KeyFile: key, ClientCAFile: o.ClientCA,
+		Logger: o.Logger, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		return nil, fmt.Errorf("REST tls: %w", err)
+	}
+	return cfg, nil
 }
 
 // grpcServer is the gRPC server the daemon runs: *h2grpc.Server or

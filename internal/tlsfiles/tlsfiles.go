@@ -54,6 +54,9 @@ type Config struct {
 	// for changes. Zero means DefaultCheckInterval; a negative value checks
 	// on every handshake.
 	CheckInterval time.Duration
+	// NextProtos are the ALPN protocols offered; empty means "h2" alone,
+	// as gRPC requires.
+	NextProtos []string
 }
 
 // ServerConfig returns a server TLS configuration serving the certificate
@@ -65,7 +68,8 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 }
 
 // NewServerConfig loads the files described by c and returns a server TLS
-// configuration for them: TLS 1.2 at least, ALPN "h2" (as gRPC requires),
+// configuration for them: TLS 1.2 at least, ALPN "h2" (as gRPC requires;
+// or c.NextProtos),
 // and, when c.ClientCAFile is set, ClientAuth RequireAndVerifyClientCert
 // against the CAs in that file. It fails if a file cannot be read or
 // parsed, or if the key does not match the certificate.
@@ -107,6 +111,9 @@ func NewServerConfig(c Config) (*tls.Config, error) {
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2"},
 		ClientAuth: tls.NoClientCert,
+	}
+	if len(c.NextProtos) > 0 {
+		base.NextProtos = c.NextProtos
 	}
 	if c.ClientCAFile != "" {
 		base.ClientAuth = tls.RequireAndVerifyClientCert

@@ -1,6 +1,7 @@
 package xdsctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -112,9 +113,11 @@ stands, in the manner of 'istioctl proxy-status':
   -         the stream does not subscribe to the type
 
 STREAM is the stream's id and variant: "ads/sotw", "ads/delta", or a type's
-own service such as "cds/sotw". Below the table come the NACK messages, each
-stream's last error, and the configuration directory's last load error, if
-any. It reads xdsd's /status admin endpoint (xdsd serve --admin-addr).
+own service such as "cds/sotw". IDENTITY, shown when a client gave a
+certificate, is its first URI SAN, else DNS SAN, else common name. Below the
+table come the NACK messages, each stream's last error, the authorization
+policy's reads (xdsd serve --authz-file), and the configuration directory's
+last load error, if any. It reads xdsd's /status admin endpoint (xdsd serve --admin-addr).
 
 Examples:
   xdsctl status                          # xdsd's default admin address, 127.0.0.1:19000
@@ -178,14 +181,21 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 		return int(a.ID) - int(b.ID)
 	})
 
+	identities := slices.ContainsFunc(streams, func(s daemon.StreamEntry) bool { return s.Identity != "" })
 	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
 	header := []string{"NODE", "STREAM"}
+	if identities {
+		header = append(header, "IDENTITY")
+	}
 	for _, c := range cols {
 		header = append(header, strings.ToUpper(c))
 	}
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, s := range streams {
 		row := []string{nodeLabel(s), fmt.Sprintf("%d %s", s.ID, s.Variant)}
+		if identities {
+			row = append(row, cmp.Or(s.Identity, "-"))
+		}
 		for _, c := range cols {
 			state := "-"
 			for _, t := range s.Types {
@@ -259,6 +269,13 @@ func printStatus(w io.Writer, rep *daemon.StatusReport) error {
 		}
 		fmt.Fprintf(w, "Replica %s: etcd prefix %s, revision %d (generation %s), etcd %s\n",
 			st.Replica, st.Prefix, st.Revision, st.Generation, reach)
+	}
+	if a := rep.Authz; a != nil {
+		fmt.Fprintf(w, "Authorization policy %s: %d rules, read at %s (%d rereads, %d refused)\n",
+			a.File, a.Rules, a.LoadedAt.Format(time.RFC3339), a.ReloadsOK, a.ReloadsFailed)
+		if a.LastError != "" {
+			fmt.Fprintf(w, "  its latest version is refused; the policy read before stays:\n  %s\n", a.LastError)
+		}
 	}
 	if rep.Config.LastError != "" {
 		when := ""

@@ -41,28 +41,36 @@ type Env struct {
 // is stopped when the test ends.
 func Start(t testing.TB, c *cache.Cache, cfg server.Config) *Env {
 	t.Helper()
+	gs := NewGRPCServer()
+	srv := server.New(c, cfg)
+	srv.Register(gs)
+	addr := Serve(t, gs)
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return &Env{Cache: c, Server: srv, Addr: addr, Conn: conn}
+}
+
+// Serve runs gs on 127.0.0.1 until the test ends, and returns its
+// address.
+func Serve(t testing.TB, gs GRPCServer) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	gs := NewGRPCServer()
-	srv := server.New(c, cfg)
-	srv.Register(gs)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = gs.Serve(lis)
 	}()
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() {
-		conn.Close()
 		gs.Stop()
 		<-done
 	})
-	return &Env{Cache: c, Server: srv, Addr: lis.Addr().String(), Conn: conn}
+	return lis.Addr().String()
 }
 
 // TransportEnv names the environment variable that picks the gRPC server

@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
+	"net/url"
 	"testing"
 	"time"
 )
@@ -78,7 +79,35 @@ func (c *CA) Pool() *x509.CertPool {
 func (c *CA) Issue(t testing.TB, name string, server bool) Issued {
 	t.Helper()
 	key := newKey(t)
-	tmpl := &x509.Certificate{
+	tmpl := clientTemplate(t, name)
+	if server {
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+		tmpl.DNSNames = []string{"localhost"}
+		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+	}
+	return c.issue(t, tmpl, key)
+}
+
+// IssueClient returns a new client certificate signed by c with the
+// common name cn (none if empty), the URI SANs uris and the DNS SANs
+// dnsNames. It fails the test on error.
+func (c *CA) IssueClient(t testing.TB, cn string, uris, dnsNames []string) Issued {
+	t.Helper()
+	tmpl := clientTemplate(t, cn)
+	tmpl.DNSNames = dnsNames
+	for _, s := range uris {
+		u, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl.URIs = append(tmpl.URIs, u)
+	}
+	return c.issue(t, tmpl, newKey(t))
+}
+
+// clientTemplate is the template of a client certificate for name.
+func clientTemplate(t testing.TB, name string) *x509.Certificate {
+	return &x509.Certificate{
 		SerialNumber: newSerial(t),
 		Subject:      pkix.Name{CommonName: name},
 		NotBefore:    time.Now().Add(-time.Hour),
@@ -86,11 +115,11 @@ func (c *CA) Issue(t testing.TB, name string, server bool) Issued {
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
-	if server {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
-		tmpl.DNSNames = []string{"localhost"}
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
-	}
+}
+
+// issue signs tmpl's certificate, for key, with c.
+func (c *CA) issue(t testing.TB, tmpl *x509.Certificate, key *ecdsa.PrivateKey) Issued {
+	t.Helper()
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, c.Cert, &key.PublicKey, c.Key)
 	if err != nil {
 		t.Fatal(err)

@@ -25,9 +25,9 @@ const (
 )
 
 type bootstrapServer struct {
-	ServerURI      string              `json:"server_uri"`
-	ChannelCreds   []map[string]string `json:"channel_creds"`
-	ServerFeatures []string            `json:"server_features,omitempty"`
+	ServerURI      string           `json:"server_uri"`
+	ChannelCreds   []map[string]any `json:"channel_creds"`
+	ServerFeatures []string         `json:"server_features,omitempty"`
 }
 
 type bootstrapNode struct {
@@ -54,10 +54,23 @@ func Bootstrap(serverAddr, nodeID string) string {
 // BootstrapWithFeatures is [Bootstrap] with the given server_features, e.g.
 // [FeatureIgnoreResourceDeletion].
 func BootstrapWithFeatures(serverAddr, nodeID string, features ...string) string {
+	return bootstrap(serverAddr, nodeID, map[string]any{"type": "insecure"}, features)
+}
+
+// BootstrapTLS is [Bootstrap] for a management server that serves mutual
+// TLS: channel_creds of type "tls" (gRFC A65), which trusts the CA
+// certificates of caFile and presents the certificate of certFile with
+// the key of keyFile, all PEM files that grpc-go's file watcher rereads.
+func BootstrapTLS(serverAddr, nodeID, caFile, certFile, keyFile string) string {
+	return bootstrap(serverAddr, nodeID, map[string]any{"type": "tls", "config": map[string]string{
+		"ca_certificate_file": caFile, "certificate_file": certFile, "private_key_file": keyFile}}, nil)
+}
+
+func bootstrap(serverAddr, nodeID string, creds map[string]any, features []string) string {
 	b, err := json.MarshalIndent(bootstrapConfig{
 		XDSServers: []bootstrapServer{{
 			ServerURI:      "passthrough:///" + serverAddr,
-			ChannelCreds:   []map[string]string{{"type": "insecure"}},
+			ChannelCreds:   []map[string]any{creds},
 			ServerFeatures: features,
 		}},
 		Node: bootstrapNode{ID: nodeID},
