@@ -45,10 +45,10 @@ var serverTitles = map[string]string{
 
 // env is what starting a server needs.
 type env struct {
-	workDir   string // scratch directory of this run
-	xdsdBin   string // the xdsd binary
+	workDir   string   // scratch directory of this run
+	xdsdBin   string   // the xdsd binary
 	xdsdFlags []string // more flags of xdsd serve (-xdsd-flags)
-	self      string // this program, re-executed for serve-* subcommands
+	self      string   // this program, re-executed for serve-* subcommands
 	clusters  int
 	endpoints int
 	inPlace   bool // xdsd-dir: endpoint files rewritten in place (-in-place)
