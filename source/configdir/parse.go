@@ -201,13 +201,16 @@ func parseEntry(it any) (*resource.Resource, error) {
 			fields[k] = v
 		}
 	}
-	js, err := json.Marshal(fields)
-	if err != nil {
-		return nil, err
-	}
 	msg := t.New()
-	if err := protojson.Unmarshal(js, msg); err != nil {
-		return nil, errors.New(protoErr(msg.ProtoReflect().Descriptor(), fields, js, err))
+	if !decodeDirect(fields, msg.ProtoReflect()) {
+		msg = t.New()
+		js, err := json.Marshal(fields)
+		if err != nil {
+			return nil, err
+		}
+		if err := protojson.Unmarshal(js, msg); err != nil {
+			return nil, errors.New(protoErr(msg.ProtoReflect().Descriptor(), fields, js, err))
+		}
 	}
 	r, err := resource.New(msg, opts...)
 	if u := errors.Unwrap(err); u != nil {

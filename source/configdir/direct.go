@@ -1,0 +1,303 @@
+package configdir
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// decodeDirect sets m from fields, the generic values a file's YAML or
+// JSON decodes to, as protojson sets it from their JSON encoding, without
+// that encoding: for the values whose outcome is certain to be protojson's
+// (an exact field name, a value of the field's own kind, the well-known
+// types configurations use most: wrappers, Duration and Any). For anything
+// else (another well-known type, a null, bytes, a float, a number where a
+// string is due, an unknown name, a field named twice...) it returns false
+// and leaves m in any state: the caller then takes the JSON round trip,
+// which decodes it or words the error. FuzzDecodeDirect holds the two
+// paths to the same message.
+func decodeDirect(fields map[string]any, m protoreflect.Message) bool {
+	return directMessage(fields, m, false) && proto.CheckInitialized(m.Interface()) == nil
+}
+
+// directMessage sets the fields of m, a message of no well-known type,
+// from obj; in an Any, obj's "@type" is skipped.
+func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool {
+	fds := m.Descriptor().Fields()
+	var seen, oneofs uint64 // field and oneof indexes seen, below 64
+	for name, v := range obj {
+		if inAny && name == "@type" {
+			continue
+		}
+		fd := fds.ByJSONName(name)
+		if fd == nil {
+			fd = fds.ByTextName(name)
+		}
+		if fd == nil || fd.Index() >= 64 || v == nil {
+			return false
+		}
+		if seen&(1<<fd.Index()) != 0 {
+			return false
+		}
+		seen |= 1 << fd.Index()
+		switch {
+		case fd.IsList():
+			items, ok := v.([]any)
+			if !ok {
+				return false
+			}
+			if len(items) == 0 {
+				continue
+			}
+			list := m.Mutable(fd).List()
+			for _, it := range items {
+				val, ok := directValue(fd, it, list.NewElement)
+				if !ok {
+					return false
+				}
+				list.Append(val)
+			}
+		case fd.IsMap():
+			entries, ok := v.(map[string]any)
+			if !ok || fd.MapKey().Kind() != protoreflect.StringKind {
+				return false
+			}
+			if len(entries) == 0 {
+				continue
+			}
+			mm := m.Mutable(fd).Map()
+			for k, it := range entries {
+				if !utf8.ValidString(k) {
+					return false
+				}
+				val, ok := directValue(fd.MapValue(), it, mm.NewValue)
+				if !ok {
+					return false
+				}
+				mm.Set(protoreflect.ValueOfString(k).MapKey(), val)
+			}
+		default:
+			if od := fd.ContainingOneof(); od != nil {
+				if od.Index() >= 64 || oneofs&(1<<od.Index()) != 0 {
+					return false
+				}
+				oneofs |= 1 << od.Index()
+			}
+			val, ok := directValue(fd, v, func() protoreflect.Value { return m.NewField(fd) })
+			if !ok {
+				return false
+			}
+			m.Set(fd, val)
+		}
+	}
+	return true
+}
+
+// Well-known types decodeDirect decodes itself.
+const (
+	durationName = "google.protobuf.Duration"
+	anyName      = "google.protobuf.Any"
+)
+
+// wrappers are the wrapper types, whose JSON form is their value's.
+var wrappers = map[protoreflect.FullName]bool{
+	"google.protobuf.BoolValue": true, "google.protobuf.Int32Value": true, "google.protobuf.Int64Value": true,
+	"google.protobuf.UInt32Value": true, "google.protobuf.UInt64Value": true, "google.protobuf.StringValue": true,
+	"google.protobuf.DoubleValue": true,
+}
+
+// directValue is the value of v for fd (a singular field, a list's
+// element or a map's value); newMsg returns a new message value for fd.
+func directValue(fd protoreflect.FieldDescriptor, v any, newMsg func() protoreflect.Value) (protoreflect.Value, bool) {
+	if fd.Kind() != protoreflect.MessageKind {
+		return directScalar(fd, v)
+	}
+	md := fd.Message()
+	val := newMsg()
+	m := val.Message()
+	switch name := md.FullName(); {
+	case wrappers[name]:
+		inner := md.Fields().ByNumber(1)
+		x, ok := directScalar(inner, v)
+		if !ok {
+			return val, false
+		}
+		m.Set(inner, x)
+	case name == durationName:
+		s, ok := v.(string)
+		if !ok {
+			return val, false
+		}
+		secs, nanos, ok := parseDuration(s)
+		if !ok {
+			return val, false
+		}
+		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfInt64(secs))
+		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfInt32(nanos))
+	case name == anyName:
+		obj, ok := v.(map[string]any)
+		if !ok {
+			return val, false
+		}
+		url, ok := obj["@type"].(string)
+		if !ok || url == "" {
+			return val, false
+		}
+		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
+		if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
+			return val, false
+		}
+		inner := mt.New()
+		if !directMessage(obj, inner, true) {
+			return val, false
+		}
+		b, err := proto.MarshalOptions{AllowPartial: true, Deterministic: true}.Marshal(inner.Interface())
+		if err != nil {
+			return val, false
+		}
+		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfString(url))
+		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfBytes(b))
+	case name.Parent() == "google.protobuf":
+		return val, false // Struct, Value, Timestamp, FieldMask...: the round trip's
+	default:
+		obj, ok := v.(map[string]any)
+		if !ok || !directMessage(obj, m, false) {
+			return val, false
+		}
+	}
+	return val, true
+}
+
+// maxExactInt is the largest integer every float64 up to which is exact.
+const maxExactInt = 1 << 53
+
+// directScalar is the value of v for fd, a field of a scalar or enum kind.
+func directScalar(fd protoreflect.FieldDescriptor, v any) (protoreflect.Value, bool) {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		b, ok := v.(bool)
+		return protoreflect.ValueOfBool(b), ok
+	case protoreflect.StringKind:
+		s, ok := v.(string)
+		return protoreflect.ValueOfString(s), ok && utf8.ValidString(s)
+	case protoreflect.EnumKind:
+		ed := fd.Enum()
+		if ed.FullName() == "google.protobuf.NullValue" {
+			return protoreflect.Value{}, false
+		}
+		if s, ok := v.(string); ok {
+			ev := ed.Values().ByName(protoreflect.Name(s))
+			if ev == nil {
+				return protoreflect.Value{}, false
+			}
+			return protoreflect.ValueOfEnum(ev.Number()), true
+		}
+		n, ok := integer(v, math.MinInt32, math.MaxInt32)
+		if !ok || ed.Values().ByNumber(protoreflect.EnumNumber(n)) == nil {
+			return protoreflect.Value{}, false
+		}
+		return protoreflect.ValueOfEnum(protoreflect.EnumNumber(n)), true
+	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
+		n, ok := integer(v, math.MinInt32, math.MaxInt32)
+		return protoreflect.ValueOfInt32(int32(n)), ok
+	case protoreflect.Int64Kind, protoreflect.Sint64Kind, protoreflect.Sfixed64Kind:
+		n, ok := integer(v, math.MinInt64, math.MaxInt64)
+		return protoreflect.ValueOfInt64(n), ok
+	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
+		n, ok := integer(v, 0, math.MaxUint32)
+		return protoreflect.ValueOfUint32(uint32(n)), ok
+	case protoreflect.Uint64Kind, protoreflect.Fixed64Kind:
+		if u, ok := v.(uint64); ok {
+			return protoreflect.ValueOfUint64(u), true
+		}
+		n, ok := integer(v, 0, math.MaxInt64)
+		return protoreflect.ValueOfUint64(uint64(n)), ok
+	case protoreflect.DoubleKind:
+		switch x := v.(type) {
+		case float64:
+			return protoreflect.ValueOfFloat64(x), !math.IsInf(x, 0) && !math.IsNaN(x)
+		case int:
+			return protoreflect.ValueOfFloat64(float64(x)), x >= -maxExactInt && x <= maxExactInt
+		}
+	}
+	return protoreflect.Value{}, false // bytes, floats, groups, and other values: the round trip's
+}
+
+// integer returns v as an integer within [lo, hi]: a Go int, or a JSON
+// number written as a plain decimal integer.
+func integer(v any, lo, hi int64) (int64, bool) {
+	var n int64
+	switch x := v.(type) {
+	case int:
+		n = int64(x)
+	case json.Number:
+		var err error
+		if n, err = strconv.ParseInt(string(x), 10, 64); err != nil {
+			return 0, false
+		}
+	default:
+		return 0, false
+	}
+	return n, n >= lo && n <= hi
+}
+
+// maxDurationSeconds is the range of a Duration's seconds, as protojson
+// checks it.
+const maxDurationSeconds = 315576000000
+
+// parseDuration reads a Duration in the plainest of its JSON forms, which
+// protojson reads alike: an optional "-", an integer without leading
+// zeros, an optional fraction of 1 to 9 digits, and "s".
+func parseDuration(s string) (secs int64, nanos int32, ok bool) {
+	if len(s) < 2 || s[len(s)-1] != 's' {
+		return 0, 0, false
+	}
+	s = s[:len(s)-1]
+	neg := s[0] == '-'
+	if neg {
+		s = s[1:]
+	}
+	intPart, frac := s, ""
+	for i := 0; i < len(s); i++ {
+		if s[i] == '.' {
+			intPart, frac = s[:i], s[i+1:]
+			if frac == "" || len(frac) > 9 {
+				return 0, 0, false
+			}
+			break
+		}
+	}
+	if intPart == "" || len(intPart) > 12 || (intPart[0] == '0' && len(intPart) > 1) || !digits(intPart) || !digits(frac) {
+		return 0, 0, false
+	}
+	secs, _ = strconv.ParseInt(intPart, 10, 64)
+	if frac != "" {
+		f, _ := strconv.ParseInt(frac, 10, 32)
+		for range 9 - len(frac) {
+			f *= 10
+		}
+		nanos = int32(f)
+	}
+	if secs > maxDurationSeconds {
+		return 0, 0, false
+	}
+	if neg {
+		secs, nanos = -secs, -nanos
+	}
+	return secs, nanos, true
+}
+
+// digits reports whether s holds ASCII digits only.
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,143 @@
+package configdir
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
+)
+
+// directSeeds are inputs at the edges of what decodeDirect takes.
+var directSeeds = []string{
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connect_timeout: 1.5s, type: EDS, lb_policy: 3, per_connection_buffer_limit_bytes: 32768}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connectTimeout: -0.000000001s, common_lb_config: {healthy_panic_threshold: {value: 50.5}}}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connect_timeout: 01s}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connect_timeout: .5s}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connect_timeout: 315576000001s}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, connect_timeout: 1.1234567891s}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, clusterName: b, cluster_name: c}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, type: STATIC, cluster_type: {name: x}}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, max_requests_per_connection: 4294967296}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, max_requests_per_connection: -1}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, metadata: {filter_metadata: {x: {y: 1}}}}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: a, lb_policy: 99}`,
+	`{"@type": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: "\u00e9", alt_stat_name: null}`,
+	`{"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment, cluster_name: a, endpoints: [{lb_endpoints: [{endpoint: {address: {socket_address: {address: 10.0.0.1, port_value: 80}}}, load_balancing_weight: 3}]}], policy: {overprovisioning_factor: 140}}`,
+	`{"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment, cluster_name: a, endpoints: [{lb_endpoints: [], priority: 1}, {locality: {zone: z}}]}`,
+	`{"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, address: {socket_address: {address: 0.0.0.0, port_value: 10000}}, filter_chains: [{filters: [{name: envoy.filters.network.http_connection_manager, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager, stat_prefix: in, rds: {route_config_name: r, config_source: {ads: {}, resource_api_version: V3}}, http_filters: [{name: envoy.filters.http.router, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}]}}]}]}`,
+	`{"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, filter_chains: [{filters: [{name: x, typed_config: {"@type": type.googleapis.com/google.protobuf.Duration, value: 1s}}]}]}`,
+	`{"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, filter_chains: [{filters: [{name: x, typed_config: {"@type": type.googleapis.com/udpa.type.v1.TypedStruct, type_url: x, value: {a: 1}}}]}]}`,
+	`{"@type": type.googleapis.com/envoy.config.route.v3.RouteConfiguration, name: r, virtual_hosts: [{name: v, domains: ["*"], routes: [{match: {prefix: /}, route: {cluster: a, timeout: 0s}}], typed_per_filter_config: {x: {"@type": type.googleapis.com/envoy.extensions.filters.http.router.v3.Router}}}]}`,
+	`{"@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret, name: s, generic_secret: {secret: {inline_string: x}}}`,
+	`{"@type": type.googleapis.com/envoy.service.runtime.v3.Runtime, name: rt, layer: {a: 1, b: [x]}}`,
+}
+
+// FuzzDecodeDirect: wherever decodeDirect decodes a message, it decodes
+// the message protojson decodes from the values' JSON encoding, to the
+// byte: every mapping with an "@type" of a known message, in every file.
+func FuzzDecodeDirect(f *testing.F) {
+	for _, s := range directSeeds {
+		f.Add("seed.yaml", []byte(s))
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*.yaml"))
+	more, _ := filepath.Glob(filepath.Join("..", "..", "examples", "*", "*", "*.yaml"))
+	for _, p := range append(files, more...) {
+		if b, err := os.ReadFile(p); err == nil {
+			f.Add(filepath.Base(p), b)
+		}
+	}
+	f.Add("seed.json", []byte(`{"resources": [{"@type": "type.googleapis.com/envoy.config.cluster.v3.Cluster", "name": "a", "per_connection_buffer_limit_bytes": 10, "max_requests_per_connection": 1e3, "connect_timeout": "2s"}]}`))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		if !strings.HasSuffix(name, ".json") {
+			name = "f.yaml"
+		}
+		docs, err := decodeDocs(name, data)
+		if err != nil {
+			return
+		}
+		for _, d := range docs {
+			eachTyped(d, func(m map[string]any) { checkDirect(t, m) })
+		}
+	})
+}
+
+// eachTyped calls f with every mapping under v that has an "@type".
+func eachTyped(v any, f func(map[string]any)) {
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["@type"].(string); ok {
+			f(x)
+		}
+		for _, e := range x {
+			eachTyped(e, f)
+		}
+	case []any:
+		for _, e := range x {
+			eachTyped(e, f)
+		}
+	}
+}
+
+// checkDirect decodes m, a mapping with an "@type", both ways.
+func checkDirect(t *testing.T, m map[string]any) {
+	t.Helper()
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
+	if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
+		return
+	}
+	fields := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != "@type" {
+			fields[k] = v
+		}
+	}
+	direct := mt.New()
+	if !decodeDirect(fields, direct) {
+		return
+	}
+	js, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatalf("decodeDirect took %v, which has no JSON encoding: %v", fields, err)
+	}
+	slow := mt.New().Interface()
+	if err := protojson.Unmarshal(js, slow); err != nil {
+		t.Fatalf("decodeDirect took %s, which protojson refuses: %v", js, err)
+	}
+	opts := proto.MarshalOptions{Deterministic: true}
+	a, _ := opts.Marshal(direct.Interface())
+	b, _ := opts.Marshal(slow)
+	if !proto.Equal(direct.Interface(), slow) || string(a) != string(b) {
+		t.Fatalf("%s:\ndecodeDirect: %v\nprotojson:    %v", js, direct.Interface(), slow)
+	}
+}
+
+// TestDecodeDirectTakes: the shapes of configuration most files hold are
+// decoded directly, not by the round trip.
+func TestDecodeDirectTakes(t *testing.T) {
+	for _, i := range []int{0, 1, 13, 14, 15, 18, 19} {
+		docs, err := decodeDocs("f.yaml", []byte(directSeeds[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := docs[0].(map[string]any)
+		mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := make(map[string]any, len(m))
+		for k, v := range m {
+			if k != "@type" {
+				fields[k] = v
+			}
+		}
+		if !decodeDirect(fields, mt.New()) {
+			t.Errorf("seed %d was not decoded directly: %s", i, directSeeds[i])
+		}
+		checkDirect(t, m)
+	}
+}
