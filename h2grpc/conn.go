@@ -54,10 +54,19 @@ type conn struct {
 	// assembling counts the bytes of the buffers its streams assemble
 	// messages in (see maxAssembling); changed under each stream's rmu.
 	assembling atomic.Int64
+	// queued counts what the streams' queues cost (stream.queued): the
+	// messages received that handlers have not taken. While it is at
+	// Options.MaxConnQueuedBytes or more, the connection's window is not
+	// credited back (see connCredit).
+	queued atomic.Int64
+
+	// The connection's receive window: only serve lowers recvWin and
+	// raises recvUnacked; connCredit, on any goroutine, moves credit
+	// from one to the other.
+	recvWin     atomic.Int32 // what the client may still send on the connection
+	recvUnacked atomic.Int32 // received and not yet credited back
 
 	// Read side, serve's only.
-	recvWin     int32 // what the client may still send on the connection
-	recvUnacked int32 // received and not yet credited back
 	hb          headerBlock
 	hdec        *hpack.Decoder // decodes header blocks into hb
 	handlers    sync.WaitGroup
@@ -159,7 +168,7 @@ func (c *conn) handshake() error {
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
 	c.hdec = c.newHeaderDecoder()
-	c.recvWin = 65535
+	c.recvWin.Store(65535)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.w, c.ready = newWriter(nc, sock, &c.ka.sent), true
@@ -171,7 +180,7 @@ func (c *conn) handshake() error {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize})
 	if inc := o.InitialConnWindowSize - 65535; inc > 0 {
 		c.wbuf = appendWindowUpdate(c.bufLocked(), 0, uint32(inc))
-		c.recvWin += inc
+		c.recvWin.Add(inc)
 	}
 	c.mu.Lock()
 	if c.goingAway { // GracefulStop came during the handshake
@@ -527,17 +536,12 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 	}
 	// The connection's window counts the whole frame, padding included.
 	n := int32(fh.Length)
-	if n > c.recvWin {
+	if n > c.recvWin.Load() {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
-	c.recvWin -= n
-	c.recvUnacked += n
-	var connCredit int32
-	if c.recvUnacked >= c.srv.opts.InitialConnWindowSize/4 {
-		connCredit = c.recvUnacked
-		c.recvWin += c.recvUnacked
-		c.recvUnacked = 0
-	}
+	c.recvWin.Add(-n)
+	c.recvUnacked.Add(n)
+	connCredit := c.connCredit()
 	st := c.stream(fh.StreamID)
 	if st == nil && c.idleStream(fh.StreamID) {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -553,6 +557,28 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 		return werr
 	}
 	return err
+}
+
+// connCredit returns the bytes to credit back to the client on the
+// connection now, if any: once a quarter of its window is used, unless
+// its handlers are behind by Options.MaxConnQueuedBytes or more; then the
+// handler that takes a message, or a stream that ends, credits it (see
+// creditConn). It runs on any goroutine.
+func (c *conn) connCredit() int32 {
+	if c.recvUnacked.Load() < c.srv.opts.InitialConnWindowSize/4 || c.queued.Load() >= c.srv.opts.MaxConnQueuedBytes {
+		return 0
+	}
+	n := c.recvUnacked.Swap(0)
+	c.recvWin.Add(n)
+	return n
+}
+
+// creditConn writes the connection's credit, if any is due: after the
+// handlers' queues have shrunk.
+func (c *conn) creditConn() {
+	if n := c.connCredit(); n > 0 {
+		_ = c.writeWindowUpdates(n, nil, 0) // a failure fails the connection
+	}
 }
 
 // onHeaders opens a stream, or half-closes one on trailers.

@@ -99,3 +99,13 @@ func ConnLine(s *Server) int {
 
 // OpenConns returns how many connections s serves.
 func OpenConns(s *Server) int { return len(s.openConns()) }
+
+// HeldBytes returns what s's open connections hold of the requests they
+// received: the messages queued for handlers and those being assembled.
+func HeldBytes(s *Server) int64 {
+	var n int64
+	for _, c := range s.openConns() {
+		n += c.queued.Load() + c.assembling.Load()
+	}
+	return n
+}

@@ -20,8 +20,9 @@ func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 // queueingConn returns a connection with stream 1 open, its window w, and
 // no handler reading: every message queues.
 func queueingConn(w int32) (*conn, *stream) {
-	c := &conn{recvWin: 1 << 20, ready: true, w: discardWriter{},
-		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}}}
+	c := &conn{ready: true, w: discardWriter{},
+		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}.withDefaults()}}
+	c.recvWin.Store(1 << 20)
 	st := &stream{c: c, id: 1, recvWin: w, ready: make(chan struct{}, 1)}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	c.streams = map[uint32]*stream{1: st}

@@ -64,6 +64,15 @@ type Options struct {
 	// InitialConnWindowSize is each connection's receive window; 0 means
 	// 1 MiB.
 	InitialConnWindowSize int32
+	// MaxConnQueuedBytes bounds the received messages a connection holds
+	// for handlers that have not taken them: past it, the connection's
+	// window is not credited back until they take some, so a client that
+	// sends requests without reading the responses its handlers wait to
+	// send is held to it, and to a window more (InitialConnWindowSize).
+	// Each stream's queue is held to its window the same way
+	// (InitialWindowSize); messages being assembled, not yet whole, are
+	// bounded apart. 0 means 16 MiB.
+	MaxConnQueuedBytes int64
 	// MaxConcurrentStreams bounds the streams open on one connection;
 	// 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
 	// costs some 20 KB, and a connection with tens of thousands of them
@@ -127,6 +136,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InitialConnWindowSize <= 0 {
 		o.InitialConnWindowSize = 1 << 20
+	}
+	if o.MaxConnQueuedBytes <= 0 {
+		o.MaxConnQueuedBytes = 16 << 20
 	}
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = 1000

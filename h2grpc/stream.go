@@ -260,7 +260,7 @@ func (st *stream) assembleLocked(data []byte) {
 			st.c.assembling.Add(int64(cap(*st.msg)))
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
-				st.queued += queueCost(0)
+				st.addQueuedLocked(queueCost(0))
 				st.msg, tried = nil, false
 				continue
 			}
@@ -281,7 +281,7 @@ func (st *stream) assembleLocked(data []byte) {
 			} else {
 				st.c.assembling.Add(-int64(cap(*st.msg))) // the queue's now: see queued
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
-				st.queued += queueCost(st.msgN)
+				st.addQueuedLocked(queueCost(st.msgN))
 			}
 			st.msg, tried = nil, false
 		}
@@ -329,16 +329,28 @@ func (st *stream) endsNoMessage(head []byte, n int) bool {
 }
 
 // creditLocked returns the bytes to credit back to the client now, if any:
-// once a quarter of the window is used, unless the handler is behind.
+// those received and not credited back, but for what the queue holds for
+// the handler, once they are a quarter of the window. What waits for the
+// handler is not credited back until it takes it, so that the stream's
+// queue and what the client may still send add up to a window at most
+// (and a message larger than the window once, whose bytes are credited as
+// they come, while it is being assembled: see maxAssembling).
 func (st *stream) creditLocked() int32 {
 	w := st.c.srv.opts.InitialWindowSize
-	if st.unacked < w/4 || st.queued > int(w) {
+	n := int64(st.unacked) - int64(st.queued)
+	if n < int64(w/4) {
 		return 0
 	}
-	n := st.unacked
-	st.recvWin += n
-	st.unacked = 0
-	return n
+	st.recvWin += int32(n)
+	st.unacked -= int32(n)
+	return int32(n)
+}
+
+// addQueuedLocked adds n (negative: takes) to what the stream's queue
+// costs, and to the connection's count of it. Call it with rmu held.
+func (st *stream) addQueuedLocked(n int) {
+	st.queued += n
+	st.c.queued.Add(int64(n))
 }
 
 func (st *stream) notify() {
@@ -361,11 +373,11 @@ func (st *stream) RecvMsg(m any) error {
 		if len(st.queue) > 0 {
 			b := st.queue[0]
 			st.queue = slices.Delete(st.queue, 0, 1)
-			st.queued -= queueCost(b.Len())
+			st.addQueuedLocked(-queueCost(b.Len()))
 			credit := st.creditLocked()
 			st.rmu.Unlock()
-			if credit > 0 {
-				_ = st.c.writeWindowUpdates(0, st, credit) // a failure fails the connection, and this stream
+			if connCredit := st.c.connCredit(); credit > 0 || connCredit > 0 {
+				_ = st.c.writeWindowUpdates(connCredit, st, credit) // a failure fails the connection, and this stream
 			}
 			err := st.c.srv.opts.Codec.Unmarshal(mem.BufferSlice{b}, m)
 			b.Free()
@@ -615,6 +627,7 @@ func (st *stream) finish(err error) {
 	st.closed = true
 	st.dropLocked()
 	st.rmu.Unlock()
+	st.c.creditConn() // what it held no longer holds the connection's window back
 }
 
 // writeStatus ends the call with err's status, in trailers, unless it has
@@ -675,6 +688,7 @@ func (st *stream) reset(err error) {
 	}
 	st.wakeLocked()
 	st.c.wmu.Unlock()
+	st.c.creditConn()
 }
 
 // dropLocked frees what was received and not taken. Call it with rmu held.
@@ -682,7 +696,10 @@ func (st *stream) dropLocked() {
 	for _, b := range st.queue {
 		b.Free()
 	}
-	st.queue, st.queued = nil, 0
+	st.queue = nil
+	if st.queued != 0 {
+		st.addQueuedLocked(-st.queued)
+	}
 	st.freeMsgLocked()
 }
 

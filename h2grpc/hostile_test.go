@@ -1,0 +1,165 @@
+package h2grpc_test
+
+import (
+	"sync"
+	"testing"
+
+	"golang.org/x/net/http2"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
+
+	"github.com/xdsd/xdsd/h2grpc"
+)
+
+// creditTracker reads a connection's frames from the server on a
+// goroutine of its own and keeps the windows the server gives the client
+// to send in: the connection's and each stream's.
+type creditTracker struct {
+	mu       sync.Mutex
+	conn     int64            // the connection's window
+	streams  map[uint32]int64 // each stream's window, past the initial one
+	initial  int64            // the server's SETTINGS_INITIAL_WINDOW_SIZE, once read
+	settings chan struct{}    // closed once the server's SETTINGS are read
+	pongs    chan [8]byte     // answers to the client's PINGs
+	err      error            // why reading ended
+	done     chan struct{}    // closed when reading ends
+	// frame, if set, is called with each frame read, under mu.
+	frame func(http2.Frame)
+}
+
+func trackCredit(fr *http2.Framer, frame func(http2.Frame)) *creditTracker {
+	ct := &creditTracker{conn: 65535, streams: map[uint32]int64{}, settings: make(chan struct{}),
+		pongs: make(chan [8]byte, 16), done: make(chan struct{}), frame: frame}
+	go func() {
+		defer close(ct.done)
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				ct.mu.Lock()
+				ct.err = err
+				ct.mu.Unlock()
+				return
+			}
+			ct.mu.Lock()
+			if ct.frame != nil {
+				ct.frame(f)
+			}
+			switch f := f.(type) {
+			case *http2.SettingsFrame:
+				if !f.IsAck() && ct.initial == 0 {
+					v, ok := f.Value(http2.SettingInitialWindowSize)
+					if !ok {
+						v = 65535
+					}
+					ct.initial = int64(v)
+					close(ct.settings)
+				}
+			case *http2.WindowUpdateFrame:
+				if f.StreamID == 0 {
+					ct.conn += int64(f.Increment)
+				} else {
+					ct.streams[f.StreamID] += int64(f.Increment)
+				}
+			case *http2.PingFrame:
+				if f.IsAck() {
+					ct.pongs <- f.Data
+				}
+			}
+			ct.mu.Unlock()
+		}
+	}()
+	return ct
+}
+
+// take takes n bytes of window on stream id, if both windows have them.
+func (ct *creditTracker) take(id uint32, n int64) bool {
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.conn < n || ct.initial+ct.streams[id] < n {
+		return false
+	}
+	ct.conn -= n
+	ct.streams[id] -= n
+	return true
+}
+
+// sync sends a PING and waits for its answer: the server has then handled
+// every frame sent before it, and the credit it gave for them is counted.
+func (ct *creditTracker) sync(t *testing.T, fr *http2.Framer, n byte) {
+	t.Helper()
+	if err := fr.WritePing(false, [8]byte{0xee, n}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case d := <-ct.pongs:
+			if d == [8]byte{0xee, n} {
+				return
+			}
+		case <-ct.done:
+			t.Fatalf("the connection ended: %v", ct.err)
+		}
+	}
+}
+
+// TestNonReadingClientHeldToBound: a client that opens streams whose
+// handlers wait to send (it gives them no window), and sends request
+// after request on each without reading a response, is let in no more
+// than the connection's queue bound and a window: the server stops
+// crediting back what its handlers have not taken.
+func TestNonReadingClientHeldToBound(t *testing.T) {
+	const (
+		streams   = 40
+		window    = 64 << 10
+		connWin   = 256 << 10
+		maxQueued = 256 << 10
+	)
+	s, addr := serve(t, h2grpc.Options{InitialWindowSize: window, InitialConnWindowSize: connWin, MaxConnQueuedBytes: maxQueued, MinPingInterval: -1},
+		&service{ended: make(chan error, streams)})
+	nc, fr := dialFramer(t, addr, windows(0))
+	ct := trackCredit(fr, nil)
+	<-ct.settings
+	for i := range streams {
+		startDuplex(t, fr, uint32(2*i+1), 1) // its handler waits to send a response of a byte
+	}
+	waitSenders(t, s, streams)
+	first := len(grpcMsg(t, &testgrpc.StreamingOutputCallRequest{ResponseParameters: []*testgrpc.ResponseParameters{{Size: 1}}}))
+	for i := range streams { // the requests startDuplex sent
+		if !ct.take(uint32(2*i+1), int64(first)) {
+			t.Fatal("no window for the first requests")
+		}
+	}
+	req := grpcMsg(t, &testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, 16000)}})
+	sent := 0
+	for round := byte(0); ; round++ {
+		before := sent
+		for progress := true; progress; {
+			progress = false
+			for i := range streams {
+				id := uint32(2*i + 1)
+				if !ct.take(id, int64(len(req))) {
+					continue
+				}
+				if err := fr.WriteData(id, false, req); err != nil {
+					t.Fatal(err)
+				}
+				sent += len(req)
+				progress = true
+			}
+		}
+		ct.sync(t, fr, round)
+		if sent == before { // the server credits no more
+			break
+		}
+		if sent > 10*(maxQueued+connWin) {
+			t.Fatalf("the server let in %d bytes of requests its handlers did not take, want at most about %d", sent, maxQueued+connWin)
+		}
+	}
+	if held := h2grpc.HeldBytes(s); held > maxQueued+connWin+streams*1024 {
+		t.Errorf("the server holds %d bytes of requests, want at most %d", held, maxQueued+connWin+streams*1024)
+	}
+	if limit := maxQueued + connWin + 2*len(req); sent > limit {
+		t.Errorf("the server let in %d bytes of requests its handlers did not take, want at most %d", sent, limit)
+	}
+	nc.Close()
+	<-ct.done
+}
