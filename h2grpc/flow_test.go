@@ -194,12 +194,12 @@ func TestMessagesBeingAssembledBounded(t *testing.T) {
 }
 
 // TestMessagesBeingAssembledCountCapacity: what counts against
-// maxAssembling is the capacity of the buffers messages are assembled in,
-// which the pool rounds up to a power of two: a message of 600 KiB, whole
-// but for a byte, holds 1 MiB, and gives it all back when dropped.
+// maxAssembling is the capacity of the buffers messages are assembled in:
+// a message of 600 KiB, larger than the pool's buffers, whole but for a
+// byte, holds a buffer of its size, and gives it all back when dropped.
 func TestMessagesBeingAssembledCountCapacity(t *testing.T) {
 	const size = 600 << 10
-	for _, room := range []int64{800 << 10, 1 << 20} {
+	for _, room := range []int64{500 << 10, size} {
 		c, st := queueingConn(1 << 30)
 		base := maxAssembling - room // other streams' messages
 		c.assembling.Store(base)
@@ -208,12 +208,12 @@ func TestMessagesBeingAssembledCountCapacity(t *testing.T) {
 		for sent := 0; sent < size-1 && st.rerr == nil; sent += 10_000 {
 			st.assembleLocked(make([]byte, min(10_000, size-1-sent)))
 		}
-		fits := room >= 1<<20
+		fits := room >= size
 		if (st.rerr == nil) != fits {
 			t.Errorf("room for %d KiB: stream error %v, want one %v", room>>10, st.rerr, !fits)
 		}
-		if n := c.assembling.Load(); fits && n != base+1<<20 {
-			t.Errorf("room for %d KiB: %d bytes counted as being assembled, want %d (the others' and 1 MiB)", room>>10, n, base+1<<20)
+		if n := c.assembling.Load(); fits && n != base+size {
+			t.Errorf("room for %d KiB: %d bytes counted as being assembled, want %d (the others' and 600 KiB)", room>>10, n, base+size)
 		}
 		st.dropLocked()
 		if n := c.assembling.Load(); n != base {

@@ -1,6 +1,9 @@
 package h2grpc_test
 
 import (
+	"fmt"
+	"runtime"
+	"runtime/metrics"
 	"sync"
 	"testing"
 
@@ -162,4 +165,64 @@ func TestNonReadingClientHeldToBound(t *testing.T) {
 	}
 	nc.Close()
 	<-ct.done
+}
+
+// heapLive returns the bytes of heap the last garbage collection found
+// live.
+func heapLive() uint64 {
+	m := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
+}
+
+// TestLargeRequestsMemoryFreedWhenClientGoes: what a client's large
+// requests took, being assembled on many streams at once, is garbage once
+// it has gone: at the first collection after, the heap is back near where
+// it was, with no buffer of theirs kept in a pool.
+func TestLargeRequestsMemoryFreedWhenClientGoes(t *testing.T) {
+	const (
+		streams = 16
+		size    = 3 << 19 // 1.5 MiB
+		slack   = 8 << 20
+	)
+	msg := grpcMsg(t, &testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, size)}})
+	s, addr := serve(t, h2grpc.Options{InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30}, &service{})
+	runtime.GC()
+	runtime.GC()
+	base := heapLive()
+	nc, fr := dialFramer(t, addr)
+	for i := range streams {
+		writeCallHeaders(fr, uint32(2*i+1), "/grpc.testing.TestService/StreamingInputCall")
+	}
+	for at := 0; at < len(msg); at += 16 << 10 { // every message begun before any ends
+		end := min(at+16<<10, len(msg))
+		for i := range streams {
+			if err := fr.WriteData(uint32(2*i+1), end == len(msg), msg[at:end]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	answered := 0
+	readFrames(t, fr, "the calls' trailers", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame, *http2.GoAwayFrame:
+			t.Fatalf("%v", f)
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				answered++
+			}
+		}
+		return answered == streams
+	})
+	nc.Close()
+	waitUntil(t, func() (bool, string) {
+		n := h2grpc.OpenConns(s)
+		return n == 0, fmt.Sprintf("%d connections open", n)
+	})
+	runtime.GC()
+	if live := heapLive(); live > base+slack {
+		t.Errorf("after the client has gone and a collection, %d MiB of heap live, want at most %d (%d before it came, and %d)",
+			live>>20, (base+slack)>>20, base>>20, slack>>20)
+	}
+	runtime.KeepAlive(msg)
 }
