@@ -72,6 +72,9 @@ type conn struct {
 	handlers    sync.WaitGroup
 	lastPing    time.Time // see checkPing
 	pingStrikes int
+	// lastSettings and settingsTokens are checkSettings's.
+	lastSettings   time.Time
+	settingsTokens float64
 	// sentSincePing is set when a stream's headers or data are written
 	// (by any goroutine), and cleared by the next PING.
 	sentSincePing atomic.Bool
@@ -318,9 +321,16 @@ func (c *conn) onPing(ack bool, data []byte) error {
 	return c.checkPing(time.Now()) // answered (or held) first, as grpc-go answers first
 }
 
+// onSettings applies a client's SETTINGS and answers them. The answer is
+// written with the answer to the SETTINGS frame that follows, if its
+// header is buffered already (and it is not an answer), and so on: a run of SETTINGS is answered in
+// one write. The SETTINGS policy applies (checkSettings).
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
+	}
+	if err := c.checkSettings(time.Now()); err != nil {
+		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -360,6 +370,13 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		}
 	}
 	c.wbuf = appendFrameHeader(c.bufLocked(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	if c.pr != nil {
+		if t, flags, ok := c.pr.nextFrame(); ok && t == http2.FrameSettings && !flags.Has(http2.FlagSettingsAck) {
+			// The next frame's answer, or the GOAWAY that ends the
+			// connection if it is not valid, writes this one.
+			return nil
+		}
+	}
 	return c.flushLocked()
 }
 

@@ -1,6 +1,7 @@
 package h2grpc_test
 
 import (
+	"bytes"
 	"fmt"
 	"runtime"
 	"runtime/metrics"
@@ -225,4 +226,61 @@ func TestLargeRequestsMemoryFreedWhenClientGoes(t *testing.T) {
 			live>>20, (base+slack)>>20, base>>20, slack>>20)
 	}
 	runtime.KeepAlive(msg)
+}
+
+// settingsAnswers writes n SETTINGS frames after the first (dialFramer's)
+// in one write, then a PING, and reads the server's frames until the
+// PING's answer or a GOAWAY; it returns the SETTINGS answers read and the
+// GOAWAY, if any.
+func settingsAnswers(t *testing.T, addr string, n int) (acks int, away *http2.GoAwayFrame) {
+	t.Helper()
+	nc, fr := dialFramer(t, addr)
+	var b bytes.Buffer
+	wfr := http2.NewFramer(&b, nil)
+	for i := range n {
+		wfr.WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: uint32(65535 + i)})
+	}
+	wfr.WritePing(false, [8]byte{1})
+	nc.Write(b.Bytes()) // the server may close before it has read all: the answers tell
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			t.Fatalf("after %d SETTINGS answers, neither GOAWAY nor the PING's answer: %v", acks, err)
+		}
+		switch f := f.(type) {
+		case *http2.SettingsFrame:
+			if f.IsAck() {
+				acks++
+			}
+		case *http2.GoAwayFrame:
+			return acks, f
+		case *http2.PingFrame:
+			if f.IsAck() {
+				return acks, nil
+			}
+		}
+	}
+}
+
+// TestSettingsFlood: a client that sends more SETTINGS frames at once than
+// the server takes gets those it takes answered, then GOAWAY
+// ENHANCE_YOUR_CALM "too_many_settings"; one that sends a few dozen at
+// once, as a client growing its windows might, is answered and served.
+func TestSettingsFlood(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{MinPingInterval: -1})
+	acks, away := settingsAnswers(t, addr, 50)
+	if away != nil || acks != 51 {
+		t.Fatalf("51 SETTINGS: %d answers, GOAWAY %v; want 51 answers and the PING's", acks, away)
+	}
+	acks, away = settingsAnswers(t, addr, 150)
+	if away == nil || away.ErrCode != http2.ErrCodeEnhanceYourCalm || string(away.DebugData()) != "too_many_settings" {
+		t.Fatalf("151 SETTINGS at once: %d answers, GOAWAY %v; want GOAWAY ENHANCE_YOUR_CALM too_many_settings", acks, away)
+	}
+	if acks < 100 || acks > 110 {
+		t.Errorf("151 SETTINGS at once: %d answered before the GOAWAY, want about 100", acks)
+	}
+	c := dial(t, addr)
+	if _, err := c.UnaryCall(ctx(t), &testgrpc.SimpleRequest{ResponseSize: 1}); err != nil {
+		t.Fatalf("another client is not served: %v", err)
+	}
 }

@@ -26,7 +26,9 @@
 // for a while, and closes it if it still reads nothing
 // (Options.KeepaliveTime); a failed write closes its connection at once.
 // Clients' pings are limited as grpc-go limits them
-// (Options.MinPingInterval); the answer to grpc-go's bandwidth probe waits
+// (Options.MinPingInterval), and their SETTINGS to 100 at once and 10 a
+// second after (past that, GOAWAY ENHANCE_YOUR_CALM), a run of them
+// answered in one write; the answer to grpc-go's bandwidth probe waits
 // for the next frames written, up to 10 to 20 seconds, and goes with them
 // rather than in a write of its own: the client then probes every other
 // response instead of every one.
