@@ -284,3 +284,43 @@ func TestSettingsFlood(t *testing.T) {
 		t.Fatalf("another client is not served: %v", err)
 	}
 }
+
+// TestNothingAfterClientReset: a client that opens streams and resets
+// them while their handlers wait for a request (the server has nothing in
+// flight on them) is sent nothing on them after: no trailers, no
+// RST_STREAM, as no frame may follow RST_STREAM on a stream (RFC 9113
+// §5.1), however the handler's end races the reset.
+func TestNothingAfterClientReset(t *testing.T) {
+	const rounds, streams = 4, 250
+	s, addr := serve(t, h2grpc.Options{MinPingInterval: -1}, &service{ended: make(chan error, rounds*streams)})
+	_, fr := dialFramer(t, addr)
+	var bad []string
+	ct := trackCredit(fr, func(f http2.Frame) {
+		switch f.(type) {
+		case *http2.MetaHeadersFrame, *http2.DataFrame, *http2.RSTStreamFrame:
+			bad = append(bad, fmt.Sprintf("%T on stream %d", f, f.Header().StreamID))
+		}
+	})
+	id := uint32(1)
+	for round := range rounds {
+		for i := range streams {
+			writeCallHeaders(fr, id+2*uint32(i), "/grpc.testing.TestService/FullDuplexCall")
+		}
+		for i := range streams {
+			if err := fr.WriteRSTStream(id+2*uint32(i), http2.ErrCodeCancel); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id += 2 * streams
+		waitUntil(t, func() (bool, string) {
+			n := h2grpc.OpenStreams(s)
+			return n == 0, fmt.Sprintf("%d streams open", n)
+		})
+		ct.sync(t, fr, byte(round)) // what the server wrote for them is read
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if len(bad) > 0 {
+		t.Errorf("%d frames after the client's RST_STREAM, the first %v", len(bad), bad[:min(len(bad), 5)])
+	}
+}

@@ -675,19 +675,25 @@ func (st *stream) expire() {
 
 // reset ends the stream with err without trailers (the client reset it, or
 // the connection closed): the handler's next receive or send fails.
+//
+// The stream is marked done before its context is cancelled: a handler
+// that returns once its context ends then writes nothing on the stream,
+// which the client has closed (RFC 9113 §5.1). Its context is cancelled
+// before its receive or send fails, so a handler that sees err finds its
+// context ended.
 func (st *stream) reset(err error) {
-	st.cancel() // first: a handler that sees err finds its context ended
+	st.c.wmu.Lock()
+	if !st.done {
+		st.done, st.doneErr = true, err
+	}
+	st.cancel()
+	st.wakeLocked()
+	st.c.wmu.Unlock()
 	st.rmu.Lock()
 	st.rerr = err
 	st.dropLocked()
 	st.rmu.Unlock()
 	st.notify()
-	st.c.wmu.Lock()
-	if !st.done {
-		st.done, st.doneErr = true, err
-	}
-	st.wakeLocked()
-	st.c.wmu.Unlock()
 	st.c.creditConn()
 }
 
