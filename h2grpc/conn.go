@@ -52,7 +52,8 @@ type conn struct {
 	peer *peer.Peer
 
 	// assembling counts the bytes of the buffers its streams assemble
-	// messages in (see maxAssembling); changed under each stream's rmu.
+	// messages in (see Options.MaxConnAssemblingBytes); changed under each
+	// stream's rmu.
 	assembling atomic.Int64
 	// queued counts what the streams' queues cost (stream.queued): the
 	// messages received that handlers have not taken. While it is at
@@ -616,12 +617,16 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.lastID = id
-	refuse := c.goingAway || c.closed || uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	full := uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	refuse := c.goingAway || c.closed || full
 	if !refuse {
 		c.opening++ // a GOAWAY from now on names it (lastID) and waits for it
 	}
 	c.mu.Unlock()
 	if refuse {
+		if full {
+			c.srv.stats.streamsRefused.Add(1)
+		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if f.Truncated { // its fields passed maxHeaderListSize: see onHeaderFrame

@@ -175,12 +175,12 @@ func TestMessageBufferGrowsAsItsBytesCome(t *testing.T) {
 }
 
 // TestMessagesBeingAssembledBounded: a message that would take the
-// connection's messages being assembled past maxAssembling fails its
+// connection's messages being assembled past MaxConnAssemblingBytes fails its
 // stream with ResourceExhausted, and gives back what it held.
 func TestMessagesBeingAssembledBounded(t *testing.T) {
 	c, st := queueingConn(1 << 30)
 	defer st.cancel()
-	c.assembling.Store(maxAssembling - 100<<10) // other streams' messages
+	c.assembling.Store(c.srv.opts.MaxConnAssemblingBytes - 100<<10) // other streams' messages
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
 	st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, 1<<20))
@@ -188,20 +188,20 @@ func TestMessagesBeingAssembledBounded(t *testing.T) {
 	if status.Code(st.rerr) != codes.ResourceExhausted {
 		t.Fatalf("stream error %v, want ResourceExhausted", st.rerr)
 	}
-	if n := c.assembling.Load(); n != maxAssembling-100<<10 {
-		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, maxAssembling-100<<10)
+	if n := c.assembling.Load(); n != c.srv.opts.MaxConnAssemblingBytes-100<<10 {
+		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, c.srv.opts.MaxConnAssemblingBytes-100<<10)
 	}
 }
 
 // TestMessagesBeingAssembledCountCapacity: what counts against
-// maxAssembling is the capacity of the buffers messages are assembled in:
+// MaxConnAssemblingBytes is the capacity of the buffers messages are assembled in:
 // a message of 600 KiB, larger than the pool's buffers, whole but for a
 // byte, holds a buffer of its size, and gives it all back when dropped.
 func TestMessagesBeingAssembledCountCapacity(t *testing.T) {
 	const size = 600 << 10
 	for _, room := range []int64{500 << 10, size} {
 		c, st := queueingConn(1 << 30)
-		base := maxAssembling - room // other streams' messages
+		base := c.srv.opts.MaxConnAssemblingBytes - room // other streams' messages
 		c.assembling.Store(base)
 		st.rmu.Lock()
 		st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, size))

@@ -324,3 +324,68 @@ func TestNothingAfterClientReset(t *testing.T) {
 		t.Errorf("%d frames after the client's RST_STREAM, the first %v", len(bad), bad[:min(len(bad), 5)])
 	}
 }
+
+// TestConcurrentLargeRequests: 32 requests of 3.9 MB at once on one
+// connection are all served by default; with a lower
+// MaxConnAssemblingBytes, messages that would pass it fail their streams
+// with RESOURCE_EXHAUSTED, and are counted.
+func TestConcurrentLargeRequests(t *testing.T) {
+	s, _, addr := start(t, h2grpc.Options{})
+	c := dial(t, addr)
+	const calls = 32
+	errs := make(chan error, calls)
+	body := make([]byte, 3_900_000)
+	for range calls {
+		go func() {
+			_, err := c.UnaryCall(ctx(t), &testgrpc.SimpleRequest{Payload: &testgrpc.Payload{Body: body}})
+			errs <- err
+		}()
+	}
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Errorf("a request of 3.9 MB, among %d at once: %v", calls, err)
+		}
+	}
+	if st := s.Stats(); st.AssemblingRefused != 0 {
+		t.Errorf("%d messages counted as refused, want none", st.AssemblingRefused)
+	}
+
+	// Three messages of 4 MiB begun at once, 1.5 MiB each sent, against
+	// a bound of 4 MiB: the third does not fit.
+	s, addr = serve(t, h2grpc.Options{MaxConnAssemblingBytes: 4 << 20, InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30}, &service{})
+	_, fr := dialFramer(t, addr)
+	msg := grpcMsg(t, &testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, 4<<20-100)}})
+	for id := uint32(1); id <= 5; id += 2 {
+		writeCallHeaders(fr, id, "/grpc.testing.TestService/StreamingInputCall")
+	}
+	for at := 0; at < 3<<19; at += 16 << 10 {
+		for id := uint32(1); id <= 5; id += 2 {
+			if err := fr.WriteData(id, false, msg[at:at+16<<10]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	readFrames(t, fr, "a stream refused", func(f http2.Frame) bool {
+		h, ok := f.(*http2.MetaHeadersFrame)
+		if !ok || !h.StreamEnded() {
+			return false
+		}
+		if got := h.PseudoValue("status"); got != "200" || headerValue(h, "grpc-status") != "8" {
+			t.Fatalf("stream %d ended with :status %s, grpc-status %s, want RESOURCE_EXHAUSTED (8)", h.StreamID, got, headerValue(h, "grpc-status"))
+		}
+		return true
+	})
+	if st := s.Stats(); st.AssemblingRefused != 1 {
+		t.Errorf("%d messages counted as refused, want 1", st.AssemblingRefused)
+	}
+}
+
+// headerValue returns the value of field name in f, or "".
+func headerValue(f *http2.MetaHeadersFrame, name string) string {
+	for _, hf := range f.Fields {
+		if hf.Name == name {
+			return hf.Value
+		}
+	}
+	return ""
+}

@@ -42,6 +42,7 @@ import (
 	"net"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -57,7 +58,8 @@ type Options struct {
 	TLS *tls.Config
 	// Codec encodes and decodes messages; nil means grpc-go's proto codec.
 	Codec encoding.CodecV2
-	// MaxRecvMsgSize bounds a received message; 0 means 4 MiB.
+	// MaxRecvMsgSize bounds a received message (a larger one fails its
+	// stream with ResourceExhausted, counted in Stats); 0 means 4 MiB.
 	MaxRecvMsgSize int
 	// MaxSendMsgSize bounds a sent message; 0 means no bound.
 	MaxSendMsgSize int
@@ -73,10 +75,20 @@ type Options struct {
 	// send is held to it, and to a window more (InitialConnWindowSize).
 	// Each stream's queue is held to its window the same way
 	// (InitialWindowSize); messages being assembled, not yet whole, are
-	// bounded apart. 0 means 16 MiB.
+	// bounded by MaxConnAssemblingBytes. 0 means 16 MiB.
 	MaxConnQueuedBytes int64
-	// MaxConcurrentStreams bounds the streams open on one connection;
-	// 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
+	// MaxConnAssemblingBytes bounds the buffers a connection's messages
+	// are assembled in, while their bytes come (each stream's message is
+	// bounded by MaxRecvMsgSize, but a client could begin one on each of
+	// its streams and never end it): a message whose buffer would take
+	// the connection past it fails its stream with ResourceExhausted,
+	// counted in Stats. A buffer grows as its message's bytes come, and
+	// one of the pool's rounds its size up to a power of two. 0 means
+	// 256 MiB: 32 concurrent requests of 4 MiB fit on a connection.
+	MaxConnAssemblingBytes int64
+	// MaxConcurrentStreams bounds the streams open on one connection (a
+	// stream past it is refused with RST_STREAM REFUSED_STREAM, counted
+	// in Stats); 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
 	// costs some 20 KB, and a connection with tens of thousands of them
 	// held hundreds of MB).
 	MaxConcurrentStreams uint32
@@ -142,6 +154,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxConnQueuedBytes <= 0 {
 		o.MaxConnQueuedBytes = 16 << 20
 	}
+	if o.MaxConnAssemblingBytes <= 0 {
+		o.MaxConnAssemblingBytes = 256 << 20
+	}
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = 1000
 	}
@@ -204,6 +219,7 @@ type Server struct {
 	ka       keepalive    // the check that clients are alive
 
 	violations logLimit // bounds the lines about clients disconnected: see conn.logEnd
+	stats      serverStats
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -211,6 +227,34 @@ type Server struct {
 	stopped   bool // Stop or GracefulStop was called: no new connections
 	served    bool // Serve was called: methods is read without mu, and no longer written (it is written with mu held)
 	wg        sync.WaitGroup
+}
+
+// Stats counts what a Server refused clients, since it was made.
+type Stats struct {
+	// StreamsRefused counts the streams refused because their connection
+	// had MaxConcurrentStreams open.
+	StreamsRefused uint64
+	// MessagesTooLarge counts the messages refused for being larger than
+	// MaxRecvMsgSize.
+	MessagesTooLarge uint64
+	// AssemblingRefused counts the messages refused because their
+	// connection's messages being assembled would pass
+	// MaxConnAssemblingBytes.
+	AssemblingRefused uint64
+}
+
+// serverStats is what Stats reads.
+type serverStats struct {
+	streamsRefused, tooLarge, assemblingRefused atomic.Uint64
+}
+
+// Stats returns what s has refused clients so far.
+func (s *Server) Stats() Stats {
+	return Stats{
+		StreamsRefused:    s.stats.streamsRefused.Load(),
+		MessagesTooLarge:  s.stats.tooLarge.Load(),
+		AssemblingRefused: s.stats.assemblingRefused.Load(),
+	}
 }
 
 // NewServer returns a Server with opts.

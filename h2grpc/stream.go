@@ -251,6 +251,7 @@ func (st *stream) assembleLocked(data []byte) {
 			}
 			size := int(binary.BigEndian.Uint32(st.prefix[1:]))
 			if max := st.c.srv.opts.MaxRecvMsgSize; size > max {
+				st.c.srv.stats.tooLarge.Add(1)
 				st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d vs. %d)", size, max)
 				return
 			}
@@ -267,7 +268,8 @@ func (st *stream) assembleLocked(data []byte) {
 		}
 		if want := min(st.msgN+len(data), st.msgSize); want > len(*st.msg) && !st.growMsgLocked(want) {
 			st.freeMsgLocked()
-			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d MiB of messages being received on the connection", maxAssembling>>20)
+			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d bytes of messages being received on the connection (the server's MaxConnAssemblingBytes)", st.c.srv.opts.MaxConnAssemblingBytes)
+			st.c.srv.stats.assemblingRefused.Add(1)
 			return
 		}
 		k := copy((*st.msg)[st.msgN:], data)
@@ -334,7 +336,8 @@ func (st *stream) endsNoMessage(head []byte, n int) bool {
 // handler is not credited back until it takes it, so that the stream's
 // queue and what the client may still send add up to a window at most
 // (and a message larger than the window once, whose bytes are credited as
-// they come, while it is being assembled: see maxAssembling).
+// they come, while it is being assembled: see
+// Options.MaxConnAssemblingBytes).
 func (st *stream) creditLocked() int32 {
 	w := st.c.srv.opts.InitialWindowSize
 	n := int64(st.unacked) - int64(st.queued)
@@ -719,21 +722,14 @@ func (st *stream) freeMsgLocked() {
 	}
 }
 
-// maxAssembling bounds the bytes of the buffers (their capacity: a pooled
-// buffer may hold up to twice what it was asked for) that the streams of
-// a connection are assembling messages in: each stream's is bounded by MaxRecvMsgSize,
-// but a client could begin one on each of its streams and never end it. A
-// stream whose message would take the connection past it fails with
-// ResourceExhausted.
-const maxAssembling = 64 << 20
-
 // msgFirstPart is the most a message's buffer holds before its bytes come:
 // it grows, doubling, as they do.
 const msgFirstPart = 64 << 10
 
 // growMsgLocked makes the message's buffer hold at least n bytes, at most
 // its size, and reports whether it did: not if the connection's messages
-// being assembled would then pass maxAssembling. Call it with rmu held.
+// being assembled would then pass Options.MaxConnAssemblingBytes. Call it
+// with rmu held.
 func (st *stream) growMsgLocked(n int) bool {
 	size := min(st.msgSize, max(n, 2*len(*st.msg)))
 	if size <= cap(*st.msg) { // room enough already, and counted
@@ -741,7 +737,7 @@ func (st *stream) growMsgLocked(n int) bool {
 		return true
 	}
 	more := int64(msgCap(size) - cap(*st.msg))
-	if st.c.assembling.Add(more) > maxAssembling {
+	if st.c.assembling.Add(more) > st.c.srv.opts.MaxConnAssemblingBytes {
 		st.c.assembling.Add(-more)
 		return false
 	}
