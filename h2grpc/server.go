@@ -248,6 +248,9 @@ type serverStats struct {
 	streamsRefused, tooLarge, assemblingRefused atomic.Uint64
 }
 
+// Options returns s's options, with the defaults of those left zero.
+func (s *Server) Options() Options { return s.opts }
+
 // Stats returns what s has refused clients so far.
 func (s *Server) Stats() Stats {
 	return Stats{
