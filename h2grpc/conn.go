@@ -626,6 +626,7 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 	if refuse {
 		if full {
 			c.srv.stats.streamsRefused.Add(1)
+			c.logRefusal("a stream: its connection has as many open as allowed (MaxConcurrentStreams)", id)
 		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}

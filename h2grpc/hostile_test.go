@@ -3,8 +3,10 @@ package h2grpc_test
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"testing"
 
@@ -352,7 +354,9 @@ func TestConcurrentLargeRequests(t *testing.T) {
 
 	// Three messages of 4 MiB begun at once, 1.5 MiB each sent, against
 	// a bound of 4 MiB: the third does not fit.
-	s, addr = serve(t, h2grpc.Options{MaxConnAssemblingBytes: 4 << 20, InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30}, &service{})
+	logs := &records{}
+	s, addr = serve(t, h2grpc.Options{MaxConnAssemblingBytes: 4 << 20, InitialWindowSize: 1 << 30, InitialConnWindowSize: 1 << 30,
+		Logger: slog.New(logs)}, &service{})
 	_, fr := dialFramer(t, addr)
 	msg := grpcMsg(t, &testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: make([]byte, 4<<20-100)}})
 	for id := uint32(1); id <= 5; id += 2 {
@@ -377,6 +381,9 @@ func TestConcurrentLargeRequests(t *testing.T) {
 	})
 	if st := s.Stats(); st.AssemblingRefused != 1 {
 		t.Errorf("%d messages counted as refused, want 1", st.AssemblingRefused)
+	}
+	if w := logs.warnings(); len(w) != 1 || !strings.Contains(w[0]["msg"], "MaxConnAssemblingBytes") {
+		t.Errorf("warnings %v, want one of the message refused", w)
 	}
 }
 

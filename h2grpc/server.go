@@ -133,8 +133,10 @@ type Options struct {
 	// their address and why, one line per connection and at most 10 at
 	// once, then one a second, across the server (the rest at Debug, the
 	// next line counting them); and other connection errors (a reset, a
-	// timeout) at Debug, a client closing its connection not at all. nil
-	// means slog.Default().
+	// timeout) at Debug, a client closing its connection not at all.
+	// Streams and messages a bound refused (MaxConcurrentStreams,
+	// MaxRecvMsgSize, MaxConnAssemblingBytes) are logged at Warn within
+	// the same bounds, counted apart. nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -219,6 +221,7 @@ type Server struct {
 	ka       keepalive    // the check that clients are alive
 
 	violations logLimit // bounds the lines about clients disconnected: see conn.logEnd
+	refusals   logLimit // bounds the lines about what the bounds on each client refused: see conn.logRefusal
 	stats      serverStats
 
 	mu        sync.Mutex

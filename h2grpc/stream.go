@@ -252,6 +252,7 @@ func (st *stream) assembleLocked(data []byte) {
 			size := int(binary.BigEndian.Uint32(st.prefix[1:]))
 			if max := st.c.srv.opts.MaxRecvMsgSize; size > max {
 				st.c.srv.stats.tooLarge.Add(1)
+				st.c.logRefusal("a message larger than MaxRecvMsgSize", st.id)
 				st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d vs. %d)", size, max)
 				return
 			}
@@ -270,6 +271,7 @@ func (st *stream) assembleLocked(data []byte) {
 			st.freeMsgLocked()
 			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d bytes of messages being received on the connection (the server's MaxConnAssemblingBytes)", st.c.srv.opts.MaxConnAssemblingBytes)
 			st.c.srv.stats.assemblingRefused.Add(1)
+			st.c.logRefusal("a message: its connection's messages being received would pass MaxConnAssemblingBytes", st.id)
 			return
 		}
 		k := copy((*st.msg)[st.msgN:], data)
