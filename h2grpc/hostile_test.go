@@ -396,3 +396,28 @@ func headerValue(f *http2.MetaHeadersFrame, name string) string {
 	}
 	return ""
 }
+
+// TestStreamAndMessageRefusalsCounted: a stream past MaxConcurrentStreams
+// is refused with REFUSED_STREAM, a message larger than MaxRecvMsgSize
+// fails its stream with RESOURCE_EXHAUSTED, and Stats counts each.
+func TestStreamAndMessageRefusalsCounted(t *testing.T) {
+	s, addr := serve(t, h2grpc.Options{MaxConcurrentStreams: 2, MaxRecvMsgSize: 1 << 10, Logger: slog.New(&records{})}, &service{})
+	_, fr := dialFramer(t, addr)
+	for _, id := range []uint32{1, 3, 5} {
+		writeCallHeaders(fr, id, "/grpc.testing.TestService/StreamingInputCall")
+	}
+	fr.WriteData(1, false, []byte{0, 0, 0, 8, 0}) // a message of 2 KiB
+	refused, failed := false, false
+	readFrames(t, fr, "a stream refused and one failed", func(f http2.Frame) bool {
+		switch f := f.(type) {
+		case *http2.RSTStreamFrame:
+			refused = refused || f.StreamID == 5 && f.ErrCode == http2.ErrCodeRefusedStream
+		case *http2.MetaHeadersFrame:
+			failed = failed || f.StreamID == 1 && headerValue(f, "grpc-status") == "8"
+		}
+		return refused && failed
+	})
+	if st := s.Stats(); st.StreamsRefused != 1 || st.MessagesTooLarge != 1 {
+		t.Errorf("Stats %+v, want a stream refused and a message too large", st)
+	}
+}
