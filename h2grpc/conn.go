@@ -52,17 +52,30 @@ type conn struct {
 	peer *peer.Peer
 
 	// assembling counts the bytes of the buffers its streams assemble
-	// messages in (see maxAssembling); changed under each stream's rmu.
+	// messages in (see Options.MaxConnAssemblingBytes); changed under each
+	// stream's rmu.
 	assembling atomic.Int64
+	// queued counts what the streams' queues cost (stream.queued): the
+	// messages received that handlers have not taken. While it is at
+	// Options.MaxConnQueuedBytes or more, the connection's window is not
+	// credited back (see connCredit).
+	queued atomic.Int64
+
+	// The connection's receive window: only serve lowers recvWin and
+	// raises recvUnacked; connCredit, on any goroutine, moves credit
+	// from one to the other.
+	recvWin     atomic.Int32 // what the client may still send on the connection
+	recvUnacked atomic.Int32 // received and not yet credited back
 
 	// Read side, serve's only.
-	recvWin     int32 // what the client may still send on the connection
-	recvUnacked int32 // received and not yet credited back
 	hb          headerBlock
 	hdec        *hpack.Decoder // decodes header blocks into hb
 	handlers    sync.WaitGroup
 	lastPing    time.Time // see checkPing
 	pingStrikes int
+	// lastSettings and settingsTokens are checkSettings's.
+	lastSettings   time.Time
+	settingsTokens float64
 	// sentSincePing is set when a stream's headers or data are written
 	// (by any goroutine), and cleared by the next PING.
 	sentSincePing atomic.Bool
@@ -159,7 +172,7 @@ func (c *conn) handshake() error {
 	c.fr.SetReuseFrames()
 	c.fr.SetMaxReadFrameSize(maxFrameSize)
 	c.hdec = c.newHeaderDecoder()
-	c.recvWin = 65535
+	c.recvWin.Store(65535)
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	c.w, c.ready = newWriter(nc, sock, &c.ka.sent), true
@@ -171,7 +184,7 @@ func (c *conn) handshake() error {
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: maxHeaderListSize})
 	if inc := o.InitialConnWindowSize - 65535; inc > 0 {
 		c.wbuf = appendWindowUpdate(c.bufLocked(), 0, uint32(inc))
-		c.recvWin += inc
+		c.recvWin.Add(inc)
 	}
 	c.mu.Lock()
 	if c.goingAway { // GracefulStop came during the handshake
@@ -309,9 +322,16 @@ func (c *conn) onPing(ack bool, data []byte) error {
 	return c.checkPing(time.Now()) // answered (or held) first, as grpc-go answers first
 }
 
+// onSettings applies a client's SETTINGS and answers them. The answer is
+// written with the answer to the SETTINGS frame that follows, if its
+// header is buffered already (and it is not an answer), and so on: a run of SETTINGS is answered in
+// one write. The SETTINGS policy applies (checkSettings).
 func (c *conn) onSettings(f *http2.SettingsFrame) error {
 	if f.IsAck() {
 		return nil
+	}
+	if err := c.checkSettings(time.Now()); err != nil {
+		return err
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -351,6 +371,13 @@ func (c *conn) onSettings(f *http2.SettingsFrame) error {
 		}
 	}
 	c.wbuf = appendFrameHeader(c.bufLocked(), 0, http2.FrameSettings, http2.FlagSettingsAck, 0)
+	if c.pr != nil {
+		if t, flags, ok := c.pr.nextFrame(); ok && t == http2.FrameSettings && !flags.Has(http2.FlagSettingsAck) {
+			// The next frame's answer, or the GOAWAY that ends the
+			// connection if it is not valid, writes this one.
+			return nil
+		}
+	}
 	return c.flushLocked()
 }
 
@@ -527,17 +554,12 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 	}
 	// The connection's window counts the whole frame, padding included.
 	n := int32(fh.Length)
-	if n > c.recvWin {
+	if n > c.recvWin.Load() {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
-	c.recvWin -= n
-	c.recvUnacked += n
-	var connCredit int32
-	if c.recvUnacked >= c.srv.opts.InitialConnWindowSize/4 {
-		connCredit = c.recvUnacked
-		c.recvWin += c.recvUnacked
-		c.recvUnacked = 0
-	}
+	c.recvWin.Add(-n)
+	c.recvUnacked.Add(n)
+	connCredit := c.connCredit()
 	st := c.stream(fh.StreamID)
 	if st == nil && c.idleStream(fh.StreamID) {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
@@ -553,6 +575,28 @@ func (c *conn) onData(fh http2.FrameHeader, data []byte) error {
 		return werr
 	}
 	return err
+}
+
+// connCredit returns the bytes to credit back to the client on the
+// connection now, if any: once a quarter of its window is used, unless
+// its handlers are behind by Options.MaxConnQueuedBytes or more; then the
+// handler that takes a message, or a stream that ends, credits it (see
+// creditConn). It runs on any goroutine.
+func (c *conn) connCredit() int32 {
+	if c.recvUnacked.Load() < c.srv.opts.InitialConnWindowSize/4 || c.queued.Load() >= c.srv.opts.MaxConnQueuedBytes {
+		return 0
+	}
+	n := c.recvUnacked.Swap(0)
+	c.recvWin.Add(n)
+	return n
+}
+
+// creditConn writes the connection's credit, if any is due: after the
+// handlers' queues have shrunk.
+func (c *conn) creditConn() {
+	if n := c.connCredit(); n > 0 {
+		_ = c.writeWindowUpdates(n, nil, 0) // a failure fails the connection
+	}
 }
 
 // onHeaders opens a stream, or half-closes one on trailers.
@@ -573,12 +617,17 @@ func (c *conn) onHeaders(f *http2.MetaHeadersFrame) error {
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.lastID = id
-	refuse := c.goingAway || c.closed || uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	full := uint32(len(c.streams)) >= c.srv.opts.MaxConcurrentStreams
+	refuse := c.goingAway || c.closed || full
 	if !refuse {
 		c.opening++ // a GOAWAY from now on names it (lastID) and waits for it
 	}
 	c.mu.Unlock()
 	if refuse {
+		if full {
+			c.srv.stats.streamsRefused.Add(1)
+			c.logRefusal("a stream: its connection has as many open as allowed (MaxConcurrentStreams)", id)
+		}
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
 	if f.Truncated { // its fields passed maxHeaderListSize: see onHeaderFrame

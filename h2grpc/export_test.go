@@ -1,6 +1,7 @@
 package h2grpc
 
 import (
+	"sync"
 	"syscall"
 	"time"
 )
@@ -88,14 +89,37 @@ func SendWaits(s *Server) (woken uint64, waiting int) {
 // ConnLine returns the entries of the lines of senders waiting for the
 // connection's window (connWaiters) on s's open connections.
 func ConnLine(s *Server) int {
+	return sumConns(s, func(c *conn) *sync.Mutex { return &c.wmu }, func(c *conn) int { return len(c.connWaiters) })
+}
+
+// sumConns adds up f over s's open connections, each with the lock
+// mu(c) held.
+func sumConns(s *Server, mu func(*conn) *sync.Mutex, f func(*conn) int) int {
 	n := 0
 	for _, c := range s.openConns() {
-		c.wmu.Lock()
-		n += len(c.connWaiters)
-		c.wmu.Unlock()
+		m := mu(c)
+		m.Lock()
+		n += f(c)
+		m.Unlock()
 	}
 	return n
 }
 
 // OpenConns returns how many connections s serves.
 func OpenConns(s *Server) int { return len(s.openConns()) }
+
+// HeldBytes returns what s's open connections hold of the requests they
+// received: the messages queued for handlers and those being assembled.
+func HeldBytes(s *Server) int64 {
+	var n int64
+	for _, c := range s.openConns() {
+		n += c.queued.Load() + c.assembling.Load()
+	}
+	return n
+}
+
+// OpenStreams returns how many streams s's open connections hold: a
+// stream is let go once its handler has ended and its status is written.
+func OpenStreams(s *Server) int {
+	return sumConns(s, func(c *conn) *sync.Mutex { return &c.mu }, func(c *conn) int { return len(c.streams) })
+}

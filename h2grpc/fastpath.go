@@ -91,7 +91,7 @@ func (st *stream) queueShrunkLocked(msg []byte) bool {
 		return false
 	}
 	st.queue = append(st.queue, out)
-	st.queued += queueCost(out.Len())
+	st.addQueuedLocked(queueCost(out.Len()))
 	return true
 }
 

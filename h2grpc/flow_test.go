@@ -20,8 +20,9 @@ func (discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 // queueingConn returns a connection with stream 1 open, its window w, and
 // no handler reading: every message queues.
 func queueingConn(w int32) (*conn, *stream) {
-	c := &conn{recvWin: 1 << 20, ready: true, w: discardWriter{},
-		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}}}
+	c := &conn{ready: true, w: discardWriter{},
+		srv: &Server{opts: Options{InitialWindowSize: w, InitialConnWindowSize: 1 << 20, MaxRecvMsgSize: 1 << 20}.withDefaults()}}
+	c.recvWin.Store(1 << 20)
 	st := &stream{c: c, id: 1, recvWin: w, ready: make(chan struct{}, 1)}
 	st.ctx, st.cancel = context.WithCancel(context.Background())
 	c.streams = map[uint32]*stream{1: st}
@@ -174,12 +175,12 @@ func TestMessageBufferGrowsAsItsBytesCome(t *testing.T) {
 }
 
 // TestMessagesBeingAssembledBounded: a message that would take the
-// connection's messages being assembled past maxAssembling fails its
+// connection's messages being assembled past MaxConnAssemblingBytes fails its
 // stream with ResourceExhausted, and gives back what it held.
 func TestMessagesBeingAssembledBounded(t *testing.T) {
 	c, st := queueingConn(1 << 30)
 	defer st.cancel()
-	c.assembling.Store(maxAssembling - 100<<10) // other streams' messages
+	c.assembling.Store(c.srv.opts.MaxConnAssemblingBytes - 100<<10) // other streams' messages
 	st.rmu.Lock()
 	defer st.rmu.Unlock()
 	st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, 1<<20))
@@ -187,32 +188,32 @@ func TestMessagesBeingAssembledBounded(t *testing.T) {
 	if status.Code(st.rerr) != codes.ResourceExhausted {
 		t.Fatalf("stream error %v, want ResourceExhausted", st.rerr)
 	}
-	if n := c.assembling.Load(); n != maxAssembling-100<<10 {
-		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, maxAssembling-100<<10)
+	if n := c.assembling.Load(); n != c.srv.opts.MaxConnAssemblingBytes-100<<10 {
+		t.Errorf("%d bytes counted as being assembled, want the other streams' %d", n, c.srv.opts.MaxConnAssemblingBytes-100<<10)
 	}
 }
 
 // TestMessagesBeingAssembledCountCapacity: what counts against
-// maxAssembling is the capacity of the buffers messages are assembled in,
-// which the pool rounds up to a power of two: a message of 600 KiB, whole
-// but for a byte, holds 1 MiB, and gives it all back when dropped.
+// MaxConnAssemblingBytes is the capacity of the buffers messages are assembled in:
+// a message of 600 KiB, larger than the pool's buffers, whole but for a
+// byte, holds a buffer of its size, and gives it all back when dropped.
 func TestMessagesBeingAssembledCountCapacity(t *testing.T) {
 	const size = 600 << 10
-	for _, room := range []int64{800 << 10, 1 << 20} {
+	for _, room := range []int64{500 << 10, size} {
 		c, st := queueingConn(1 << 30)
-		base := maxAssembling - room // other streams' messages
+		base := c.srv.opts.MaxConnAssemblingBytes - room // other streams' messages
 		c.assembling.Store(base)
 		st.rmu.Lock()
 		st.assembleLocked(binary.BigEndian.AppendUint32([]byte{0}, size))
 		for sent := 0; sent < size-1 && st.rerr == nil; sent += 10_000 {
 			st.assembleLocked(make([]byte, min(10_000, size-1-sent)))
 		}
-		fits := room >= 1<<20
+		fits := room >= size
 		if (st.rerr == nil) != fits {
 			t.Errorf("room for %d KiB: stream error %v, want one %v", room>>10, st.rerr, !fits)
 		}
-		if n := c.assembling.Load(); fits && n != base+1<<20 {
-			t.Errorf("room for %d KiB: %d bytes counted as being assembled, want %d (the others' and 1 MiB)", room>>10, n, base+1<<20)
+		if n := c.assembling.Load(); fits && n != base+size {
+			t.Errorf("room for %d KiB: %d bytes counted as being assembled, want %d (the others' and 600 KiB)", room>>10, n, base+size)
 		}
 		st.dropLocked()
 		if n := c.assembling.Load(); n != base {

@@ -101,7 +101,7 @@ func (c *conn) joinData(b []byte, at int, fh http2.FrameHeader) (end int, payloa
 	if st == nil {
 		return end, b[start:end:end], fh, false
 	}
-	win := min(int64(c.recvWin), st.joinable())
+	win := min(int64(c.recvWin.Load()), st.joinable())
 	last := end // the end of the last frame to join
 	for next, total := end, int64(fh.Length); len(b)-next >= frameHeaderLen; {
 		h := b[next : next+frameHeaderLen]

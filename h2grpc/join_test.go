@@ -90,7 +90,8 @@ func TestJoinData(t *testing.T) {
 				}
 			}
 			b := w.Bytes()[:w.Len()-tc.cut]
-			c := &conn{recvWin: orDefault(tc.window, 1<<30), srv: &Server{opts: Options{MaxRecvMsgSize: 1 << 20, InitialWindowSize: 1 << 30}}}
+			c := &conn{srv: &Server{opts: Options{MaxRecvMsgSize: 1 << 20, InitialWindowSize: 1 << 30}.withDefaults()}}
+			c.recvWin.Store(orDefault(tc.window, 1<<30))
 			if !tc.noStream {
 				st := &stream{c: c, id: 1, recvWin: orDefault(tc.streamWin, 1<<30), prefixN: tc.prefixN, queued: tc.queued}
 				if tc.msgLeft > 0 {

@@ -99,3 +99,26 @@ func (c *conn) logEnd(err error) {
 	}
 	log.Log(context.Background(), level, "h2grpc: disconnected a client for a protocol violation", attrs...)
 }
+
+// logRefusal logs, at Warn, that a bound refused the client of c a stream
+// or a message, within the server's bounds for such lines (a logLimit of
+// its own; the rest at Debug, the next line counting them).
+func (c *conn) logRefusal(what string, id uint32) {
+	log := c.srv.opts.Logger
+	level := slog.LevelDebug
+	ok, suppressed := c.srv.refusals.allow(time.Now())
+	if ok {
+		level = slog.LevelWarn
+	}
+	if !log.Enabled(context.Background(), level) {
+		return
+	}
+	attrs := []any{"stream", id}
+	if c.raw != nil {
+		attrs = append(attrs, "peer", c.raw.RemoteAddr().String())
+	}
+	if suppressed > 0 {
+		attrs = append(attrs, "refusals_not_logged", suppressed)
+	}
+	log.Log(context.Background(), level, "h2grpc: refused a client "+what, attrs...)
+}

@@ -11,6 +11,36 @@ import (
 // between, before the connection is closed (grpc-go's number).
 const maxPingStrikes = 2
 
+// A client may send settingsBurst SETTINGS frames at once, and
+// settingsPerSecond a second after that: past it, the connection is closed
+// with GOAWAY ENHANCE_YOUR_CALM "too_many_settings". Clients send one when
+// they connect, and grpc-go's a few more as it grows its windows; each
+// costs the server an answer and, with many streams, a walk of them.
+const (
+	settingsBurst     = 100
+	settingsPerSecond = 10
+)
+
+// errTooManySettings is what a client that sends SETTINGS too often is told.
+var errTooManySettings = goAwayError{code: http2.ErrCodeEnhanceYourCalm, debug: "too_many_settings"}
+
+// checkSettings applies the SETTINGS policy to a SETTINGS frame received
+// at now, a token bucket of settingsBurst tokens refilled at
+// settingsPerSecond. It runs on the connection's goroutine.
+func (c *conn) checkSettings(now time.Time) error {
+	if c.lastSettings.IsZero() {
+		c.settingsTokens = settingsBurst
+	} else {
+		c.settingsTokens = min(settingsBurst, c.settingsTokens+now.Sub(c.lastSettings).Seconds()*settingsPerSecond)
+	}
+	c.lastSettings = now
+	if c.settingsTokens < 1 {
+		return errTooManySettings
+	}
+	c.settingsTokens--
+	return nil
+}
+
 // goAwayError ends a connection with GOAWAY carrying code and debug data:
 // for a client that breaks a policy rather than the protocol.
 type goAwayError struct {

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // readBufs and bigReadBufs hold the read buffers of connections that have
@@ -106,6 +108,15 @@ func (p *pooledReader) Read(b []byte) (int, error) {
 	n := copy(b, (*p.buf)[p.r:p.w])
 	p.r += n
 	return n, nil
+}
+
+// nextFrame returns the type and flags of the next frame, if its header
+// is buffered.
+func (p *pooledReader) nextFrame() (http2.FrameType, http2.Flags, bool) {
+	if p.w-p.r < frameHeaderLen {
+		return 0, 0, false
+	}
+	return http2.FrameType((*p.buf)[p.r+3]), http2.Flags((*p.buf)[p.r+4]), true
 }
 
 // take returns the next n bytes without a copy, if they are buffered. They

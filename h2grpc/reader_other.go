@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/http2"
 )
 
 // newReader returns a buffered reader of nc. (On Unix, it holds no buffer
@@ -27,6 +29,8 @@ type pooledReader struct{ frames frameHandler }
 func (p *pooledReader) Read([]byte) (int, error) { return 0, io.EOF }
 func (p *pooledReader) take(int) ([]byte, bool)  { return nil, false }
 func (p *pooledReader) atBoundary()              {}
+
+func (p *pooledReader) nextFrame() (http2.FrameType, http2.Flags, bool) { return 0, 0, false }
 
 // guardWith does nothing: see reader.go.
 func (p *pooledReader) guardWith(func(time.Time) error) {}

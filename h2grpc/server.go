@@ -26,7 +26,9 @@
 // for a while, and closes it if it still reads nothing
 // (Options.KeepaliveTime); a failed write closes its connection at once.
 // Clients' pings are limited as grpc-go limits them
-// (Options.MinPingInterval); the answer to grpc-go's bandwidth probe waits
+// (Options.MinPingInterval), and their SETTINGS to 100 at once and 10 a
+// second after (past that, GOAWAY ENHANCE_YOUR_CALM), a run of them
+// answered in one write; the answer to grpc-go's bandwidth probe waits
 // for the next frames written, up to 10 to 20 seconds, and goes with them
 // rather than in a write of its own: the client then probes every other
 // response instead of every one.
@@ -40,6 +42,7 @@ import (
 	"net"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -55,7 +58,8 @@ type Options struct {
 	TLS *tls.Config
 	// Codec encodes and decodes messages; nil means grpc-go's proto codec.
 	Codec encoding.CodecV2
-	// MaxRecvMsgSize bounds a received message; 0 means 4 MiB.
+	// MaxRecvMsgSize bounds a received message (a larger one fails its
+	// stream with ResourceExhausted, counted in Stats); 0 means 4 MiB.
 	MaxRecvMsgSize int
 	// MaxSendMsgSize bounds a sent message; 0 means no bound.
 	MaxSendMsgSize int
@@ -64,8 +68,27 @@ type Options struct {
 	// InitialConnWindowSize is each connection's receive window; 0 means
 	// 1 MiB.
 	InitialConnWindowSize int32
-	// MaxConcurrentStreams bounds the streams open on one connection;
-	// 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
+	// MaxConnQueuedBytes bounds the received messages a connection holds
+	// for handlers that have not taken them: past it, the connection's
+	// window is not credited back until they take some, so a client that
+	// sends requests without reading the responses its handlers wait to
+	// send is held to it, and to a window more (InitialConnWindowSize).
+	// Each stream's queue is held to its window the same way
+	// (InitialWindowSize); messages being assembled, not yet whole, are
+	// bounded by MaxConnAssemblingBytes. 0 means 16 MiB.
+	MaxConnQueuedBytes int64
+	// MaxConnAssemblingBytes bounds the buffers a connection's messages
+	// are assembled in, while their bytes come (each stream's message is
+	// bounded by MaxRecvMsgSize, but a client could begin one on each of
+	// its streams and never end it): a message whose buffer would take
+	// the connection past it fails its stream with ResourceExhausted,
+	// counted in Stats. A buffer grows as its message's bytes come, and
+	// one of the pool's rounds its size up to a power of two. 0 means
+	// 256 MiB: 32 concurrent requests of 4 MiB fit on a connection.
+	MaxConnAssemblingBytes int64
+	// MaxConcurrentStreams bounds the streams open on one connection (a
+	// stream past it is refused with RST_STREAM REFUSED_STREAM, counted
+	// in Stats); 0 means 1,000 (an Envoy or a gRPC client opens a few; each stream
 	// costs some 20 KB, and a connection with tens of thousands of them
 	// held hundreds of MB).
 	MaxConcurrentStreams uint32
@@ -110,8 +133,10 @@ type Options struct {
 	// their address and why, one line per connection and at most 10 at
 	// once, then one a second, across the server (the rest at Debug, the
 	// next line counting them); and other connection errors (a reset, a
-	// timeout) at Debug, a client closing its connection not at all. nil
-	// means slog.Default().
+	// timeout) at Debug, a client closing its connection not at all.
+	// Streams and messages a bound refused (MaxConcurrentStreams,
+	// MaxRecvMsgSize, MaxConnAssemblingBytes) are logged at Warn within
+	// the same bounds, counted apart. nil means slog.Default().
 	Logger *slog.Logger
 }
 
@@ -127,6 +152,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.InitialConnWindowSize <= 0 {
 		o.InitialConnWindowSize = 1 << 20
+	}
+	if o.MaxConnQueuedBytes <= 0 {
+		o.MaxConnQueuedBytes = 16 << 20
+	}
+	if o.MaxConnAssemblingBytes <= 0 {
+		o.MaxConnAssemblingBytes = 256 << 20
 	}
 	if o.MaxConcurrentStreams == 0 {
 		o.MaxConcurrentStreams = 1000
@@ -190,6 +221,8 @@ type Server struct {
 	ka       keepalive    // the check that clients are alive
 
 	violations logLimit // bounds the lines about clients disconnected: see conn.logEnd
+	refusals   logLimit // bounds the lines about what the bounds on each client refused: see conn.logRefusal
+	stats      serverStats
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -197,6 +230,37 @@ type Server struct {
 	stopped   bool // Stop or GracefulStop was called: no new connections
 	served    bool // Serve was called: methods is read without mu, and no longer written (it is written with mu held)
 	wg        sync.WaitGroup
+}
+
+// Stats counts what a Server refused clients, since it was made.
+type Stats struct {
+	// StreamsRefused counts the streams refused because their connection
+	// had MaxConcurrentStreams open.
+	StreamsRefused uint64
+	// MessagesTooLarge counts the messages refused for being larger than
+	// MaxRecvMsgSize.
+	MessagesTooLarge uint64
+	// AssemblingRefused counts the messages refused because their
+	// connection's messages being assembled would pass
+	// MaxConnAssemblingBytes.
+	AssemblingRefused uint64
+}
+
+// serverStats is what Stats reads.
+type serverStats struct {
+	streamsRefused, tooLarge, assemblingRefused atomic.Uint64
+}
+
+// Options returns s's options, with the defaults of those left zero.
+func (s *Server) Options() Options { return s.opts }
+
+// Stats returns what s has refused clients so far.
+func (s *Server) Stats() Stats {
+	return Stats{
+		StreamsRefused:    s.stats.streamsRefused.Load(),
+		MessagesTooLarge:  s.stats.tooLarge.Load(),
+		AssemblingRefused: s.stats.assemblingRefused.Load(),
+	}
 }
 
 // NewServer returns a Server with opts.

@@ -251,6 +251,8 @@ func (st *stream) assembleLocked(data []byte) {
 			}
 			size := int(binary.BigEndian.Uint32(st.prefix[1:]))
 			if max := st.c.srv.opts.MaxRecvMsgSize; size > max {
+				st.c.srv.stats.tooLarge.Add(1)
+				st.c.logRefusal("a message larger than MaxRecvMsgSize", st.id)
 				st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: received message larger than max (%d vs. %d)", size, max)
 				return
 			}
@@ -260,14 +262,16 @@ func (st *stream) assembleLocked(data []byte) {
 			st.c.assembling.Add(int64(cap(*st.msg)))
 			if size == 0 {
 				st.queue = append(st.queue, mem.SliceBuffer(nil))
-				st.queued += queueCost(0)
+				st.addQueuedLocked(queueCost(0))
 				st.msg, tried = nil, false
 				continue
 			}
 		}
 		if want := min(st.msgN+len(data), st.msgSize); want > len(*st.msg) && !st.growMsgLocked(want) {
 			st.freeMsgLocked()
-			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d MiB of messages being received on the connection", maxAssembling>>20)
+			st.rerr = status.Errorf(codes.ResourceExhausted, "h2grpc: more than %d bytes of messages being received on the connection (the server's MaxConnAssemblingBytes)", st.c.srv.opts.MaxConnAssemblingBytes)
+			st.c.srv.stats.assemblingRefused.Add(1)
+			st.c.logRefusal("a message: its connection's messages being received would pass MaxConnAssemblingBytes", st.id)
 			return
 		}
 		k := copy((*st.msg)[st.msgN:], data)
@@ -281,7 +285,7 @@ func (st *stream) assembleLocked(data []byte) {
 			} else {
 				st.c.assembling.Add(-int64(cap(*st.msg))) // the queue's now: see queued
 				st.queue = append(st.queue, mem.NewBuffer(st.msg, pool))
-				st.queued += queueCost(st.msgN)
+				st.addQueuedLocked(queueCost(st.msgN))
 			}
 			st.msg, tried = nil, false
 		}
@@ -329,16 +333,29 @@ func (st *stream) endsNoMessage(head []byte, n int) bool {
 }
 
 // creditLocked returns the bytes to credit back to the client now, if any:
-// once a quarter of the window is used, unless the handler is behind.
+// those received and not credited back, but for what the queue holds for
+// the handler, once they are a quarter of the window. What waits for the
+// handler is not credited back until it takes it, so that the stream's
+// queue and what the client may still send add up to a window at most
+// (and a message larger than the window once, whose bytes are credited as
+// they come, while it is being assembled: see
+// Options.MaxConnAssemblingBytes).
 func (st *stream) creditLocked() int32 {
 	w := st.c.srv.opts.InitialWindowSize
-	if st.unacked < w/4 || st.queued > int(w) {
+	n := int64(st.unacked) - int64(st.queued)
+	if n < int64(w/4) {
 		return 0
 	}
-	n := st.unacked
-	st.recvWin += n
-	st.unacked = 0
-	return n
+	st.recvWin += int32(n)
+	st.unacked -= int32(n)
+	return int32(n)
+}
+
+// addQueuedLocked adds n (negative: takes) to what the stream's queue
+// costs, and to the connection's count of it. Call it with rmu held.
+func (st *stream) addQueuedLocked(n int) {
+	st.queued += n
+	st.c.queued.Add(int64(n))
 }
 
 func (st *stream) notify() {
@@ -361,11 +378,11 @@ func (st *stream) RecvMsg(m any) error {
 		if len(st.queue) > 0 {
 			b := st.queue[0]
 			st.queue = slices.Delete(st.queue, 0, 1)
-			st.queued -= queueCost(b.Len())
+			st.addQueuedLocked(-queueCost(b.Len()))
 			credit := st.creditLocked()
 			st.rmu.Unlock()
-			if credit > 0 {
-				_ = st.c.writeWindowUpdates(0, st, credit) // a failure fails the connection, and this stream
+			if connCredit := st.c.connCredit(); credit > 0 || connCredit > 0 {
+				_ = st.c.writeWindowUpdates(connCredit, st, credit) // a failure fails the connection, and this stream
 			}
 			err := st.c.srv.opts.Codec.Unmarshal(mem.BufferSlice{b}, m)
 			b.Free()
@@ -615,6 +632,7 @@ func (st *stream) finish(err error) {
 	st.closed = true
 	st.dropLocked()
 	st.rmu.Unlock()
+	st.c.creditConn() // what it held no longer holds the connection's window back
 }
 
 // writeStatus ends the call with err's status, in trailers, unless it has
@@ -662,19 +680,26 @@ func (st *stream) expire() {
 
 // reset ends the stream with err without trailers (the client reset it, or
 // the connection closed): the handler's next receive or send fails.
+//
+// The stream is marked done before its context is cancelled: a handler
+// that returns once its context ends then writes nothing on the stream,
+// which the client has closed (RFC 9113 §5.1). Its context is cancelled
+// before its receive or send fails, so a handler that sees err finds its
+// context ended.
 func (st *stream) reset(err error) {
-	st.cancel() // first: a handler that sees err finds its context ended
+	st.c.wmu.Lock()
+	if !st.done {
+		st.done, st.doneErr = true, err
+	}
+	st.cancel()
+	st.wakeLocked()
+	st.c.wmu.Unlock()
 	st.rmu.Lock()
 	st.rerr = err
 	st.dropLocked()
 	st.rmu.Unlock()
 	st.notify()
-	st.c.wmu.Lock()
-	if !st.done {
-		st.done, st.doneErr = true, err
-	}
-	st.wakeLocked()
-	st.c.wmu.Unlock()
+	st.c.creditConn()
 }
 
 // dropLocked frees what was received and not taken. Call it with rmu held.
@@ -682,7 +707,10 @@ func (st *stream) dropLocked() {
 	for _, b := range st.queue {
 		b.Free()
 	}
-	st.queue, st.queued = nil, 0
+	st.queue = nil
+	if st.queued != 0 {
+		st.addQueuedLocked(-st.queued)
+	}
 	st.freeMsgLocked()
 }
 
@@ -696,21 +724,14 @@ func (st *stream) freeMsgLocked() {
 	}
 }
 
-// maxAssembling bounds the bytes of the buffers (their capacity: a pooled
-// buffer may hold up to twice what it was asked for) that the streams of
-// a connection are assembling messages in: each stream's is bounded by MaxRecvMsgSize,
-// but a client could begin one on each of its streams and never end it. A
-// stream whose message would take the connection past it fails with
-// ResourceExhausted.
-const maxAssembling = 64 << 20
-
 // msgFirstPart is the most a message's buffer holds before its bytes come:
 // it grows, doubling, as they do.
 const msgFirstPart = 64 << 10
 
 // growMsgLocked makes the message's buffer hold at least n bytes, at most
 // its size, and reports whether it did: not if the connection's messages
-// being assembled would then pass maxAssembling. Call it with rmu held.
+// being assembled would then pass Options.MaxConnAssemblingBytes. Call it
+// with rmu held.
 func (st *stream) growMsgLocked(n int) bool {
 	size := min(st.msgSize, max(n, 2*len(*st.msg)))
 	if size <= cap(*st.msg) { // room enough already, and counted
@@ -718,7 +739,7 @@ func (st *stream) growMsgLocked(n int) bool {
 		return true
 	}
 	more := int64(msgCap(size) - cap(*st.msg))
-	if st.c.assembling.Add(more) > maxAssembling {
+	if st.c.assembling.Add(more) > st.c.srv.opts.MaxConnAssemblingBytes {
 		st.c.assembling.Add(-more)
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -106,6 +107,11 @@ func serve(args []string, stderr io.Writer) int {
 		strmRate  = fs.Float64("stream-rate", 0, "take in at most this many new streams a second (see --stream-burst), refusing the\nrest with UNAVAILABLE: a replica restarted under thousands of clients syncs them at\nthis pace; 0 means no bound")
 		strmBurst = fs.Int("stream-burst", 0, "how many new streams --stream-rate lets in at once; 0 means a second's worth")
 		ageGrace  = fs.Duration("max-connection-age-grace", 10*time.Second, "how long the streams of a connection past --max-connection-age may still run; 0 means 10s")
+		perIP     = fs.Int("max-conns-per-ip", 0, "close a client's new xDS connection, as it comes, while its IP address has this many\nopen (counted in /metrics, logged at a bounded rate); 0 means no bound")
+		perConn   = fs.Uint("max-streams-per-conn", 1000, "streams one connection may hold open (SETTINGS_MAX_CONCURRENT_STREAMS); one past it\nis refused with REFUSED_STREAM; 0 means 1000")
+		maxRecv   = fs.Int("max-recv-msg-size", 4<<20, "bytes a request message may have; a larger one fails its stream with\nRESOURCE_EXHAUSTED; 0 means 4 MiB")
+		assemble  = fs.Int64("max-conn-assembling", 256<<20, "bytes of requests being received, not yet whole, that one connection may hold\n(--grpc-transport xdsd); a request past it fails its stream with RESOURCE_EXHAUSTED;\n0 means 256 MiB")
+		queued    = fs.Int64("max-conn-queued", 16<<20, "bytes of requests that one connection may hold for its streams while they are busy\n(--grpc-transport xdsd): past it, the client is given no more flow-control window\nuntil they take some; 0 means 16 MiB")
 	)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: xdsd serve [flags]\n\nServes the resources of --config-dir over xDS (ADS and per-type services, SotW and\nincremental) and reloads them when files change. Every flag may also be set with an\nenvironment variable: XDSD_ and the flag name in capitals with _ for -\n(for example XDSD_CONFIG_DIR); a flag given on the command line wins.\n\nFlags:\n")
@@ -139,35 +145,40 @@ func serve(args []string, stderr io.Writer) int {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	err = daemon.Run(ctx, daemon.Options{
-		Rescan:                hup,
-		ConfigDir:             *configDir,
-		XDSAddr:               *xdsAddr,
-		AdminAddr:             *adminAddr,
-		AdminOptional:         !adminSet && !adminEnv,
-		AdminTokenFile:        *admToken,
-		AdminInsecure:         *admInsec,
-		AdminShowSecrets:      *showSecr,
-		RESTAddr:              *restAddr,
-		RESTPollTimeout:       *restPoll,
-		WriteDir:              *writeDir,
-		WriteFormat:           *writeFmt,
-		WriteNode:             *writeNode,
-		TLSCert:               *tlsCert,
-		TLSKey:                *tlsKey,
-		ClientCA:              *clientCA,
-		AuthzFile:             *authzFile,
-		RESTTLSCert:           *restCert,
-		RESTTLSKey:            *restKey,
-		Logger:                logger,
-		ShutdownGrace:         *grace,
-		GRPCTransport:         *transport,
-		KeepaliveTime:         cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
-		KeepaliveTimeout:      *kaTimeout,
-		MaxConnectionAge:      *maxAge,
-		MaxConnectionAgeGrace: *ageGrace,
-		MaxStreams:            *maxStrms,
-		StreamsPerSecond:      *strmRate,
-		StreamBurst:           *strmBurst,
+		Rescan:                 hup,
+		ConfigDir:              *configDir,
+		XDSAddr:                *xdsAddr,
+		AdminAddr:              *adminAddr,
+		AdminOptional:          !adminSet && !adminEnv,
+		AdminTokenFile:         *admToken,
+		AdminInsecure:          *admInsec,
+		AdminShowSecrets:       *showSecr,
+		RESTAddr:               *restAddr,
+		RESTPollTimeout:        *restPoll,
+		WriteDir:               *writeDir,
+		WriteFormat:            *writeFmt,
+		WriteNode:              *writeNode,
+		TLSCert:                *tlsCert,
+		TLSKey:                 *tlsKey,
+		ClientCA:               *clientCA,
+		Logger:                 logger,
+		ShutdownGrace:          *grace,
+		GRPCTransport:          *transport,
+		KeepaliveTime:          cmp.Or(*kaTime, -1), // 0 is the daemon's default; here it is off
+		KeepaliveTimeout:       *kaTimeout,
+		MaxConnectionAge:       *maxAge,
+		MaxConnectionAgeGrace:  *ageGrace,
+		MaxStreams:             *maxStrms,
+		StreamsPerSecond:       *strmRate,
+		StreamBurst:            *strmBurst,
+		MaxConnsPerIP:          *perIP,
+		MaxStreamsPerConn:      uint32(min(*perConn, math.MaxUint32)),
+		MaxRecvMsgSize:         *maxRecv,
+		MaxConnAssemblingBytes: *assemble,
+		MaxConnQueuedBytes:     *queued,
+		AuthzFile:              *authzFile,
+		RESTTLSCert:            *restCert,
+		RESTTLSKey:             *restKey,
 		Etcd: daemon.EtcdOptions{
 			ClientConfig: etcdstore.ClientConfig{Endpoints: splitList(*etcdURLs), CA: *etcdCA, Cert: *etcdCert, Key: *etcdKey},
 			Prefix:       *etcdPfx,

@@ -1,8 +1,10 @@
 package daemon
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/pprof"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/redact"
@@ -270,5 +273,43 @@ func (d *Daemon) handleMetrics(w http.ResponseWriter, _ *http.Request) {
 		metrics.WriteSingle(w, "xdsd_authz_policy_refused", "gauge", "Whether the policy file's latest version was refused (an earlier policy is in force).", refused)
 		metrics.WriteSingle(w, "xdsd_authz_policy_rules", "gauge", "Rules of the authorization policy in force.", float64(st.Rules))
 	}
+	d.writeClientLimits(w)
 	metrics.WriteProcess(w)
+}
+
+// writeClientLimits writes the bounds set on each client (xdsd_client_limit)
+// and what they refused (xdsd_client_refusals_total).
+func (d *Daemon) writeClientLimits(w io.Writer) {
+	o := &d.opts
+	perIP := 0
+	if d.connLimit != nil {
+		perIP = d.connLimit.Max()
+	}
+	type limit struct {
+		name  string
+		value int64
+	}
+	limits := []limit{{"conns_per_ip", int64(perIP)},
+		{"streams_per_conn", int64(cmp.Or(o.MaxStreamsPerConn, 1000))},
+		{"recv_msg_bytes", int64(cmp.Or(o.MaxRecvMsgSize, 4<<20))}}
+	hs, _ := d.grpc.(*h2grpc.Server)
+	if hs != nil { // its own defaults
+		ho := hs.Options()
+		limits = append(limits[:1], limit{"streams_per_conn", int64(ho.MaxConcurrentStreams)}, limit{"recv_msg_bytes", int64(ho.MaxRecvMsgSize)},
+			limit{"conn_assembling_bytes", ho.MaxConnAssemblingBytes}, limit{"conn_queued_bytes", ho.MaxConnQueuedBytes})
+	}
+	metrics.WriteHeader(w, "xdsd_client_limit", "gauge", "The bounds set on each client of the xDS port, by limit (0: none).")
+	for _, l := range limits {
+		fmt.Fprintf(w, "xdsd_client_limit{limit=%q} %d\n", l.name, l.value)
+	}
+	metrics.WriteHeader(w, "xdsd_client_refusals_total", "counter", "What the bounds on each client refused, by limit: connections, streams or messages.")
+	if d.connLimit != nil {
+		fmt.Fprintf(w, "xdsd_client_refusals_total{limit=\"conns_per_ip\"} %d\n", d.connLimit.Refused())
+	}
+	if hs != nil {
+		st := hs.Stats()
+		fmt.Fprintf(w, "xdsd_client_refusals_total{limit=\"streams_per_conn\"} %d\n", st.StreamsRefused)
+		fmt.Fprintf(w, "xdsd_client_refusals_total{limit=\"recv_msg_bytes\"} %d\n", st.MessagesTooLarge)
+		fmt.Fprintf(w, "xdsd_client_refusals_total{limit=\"conn_assembling_bytes\"} %d\n", st.AssemblingRefused)
+	}
 }

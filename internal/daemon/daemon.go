@@ -32,6 +32,7 @@ import (
 	"github.com/xdsd/xdsd/h2grpc"
 	"github.com/xdsd/xdsd/heaptrim"
 	"github.com/xdsd/xdsd/internal/authz"
+	"github.com/xdsd/xdsd/internal/connlimit"
 	"github.com/xdsd/xdsd/internal/metrics"
 	"github.com/xdsd/xdsd/internal/tlsfiles"
 	"github.com/xdsd/xdsd/internal/tokenfile"
@@ -122,6 +123,20 @@ type Options struct {
 	MaxStreams       int
 	StreamsPerSecond float64
 	StreamBurst      int
+	// MaxConnsPerIP, if positive, bounds the xDS connections open from
+	// one source IP address: one past it is closed as it comes (package
+	// connlimit), counted and logged at a bounded rate. Both transports.
+	MaxConnsPerIP int
+	// MaxStreamsPerConn bounds the streams open on one connection; zero
+	// means 1,000. Both transports.
+	MaxStreamsPerConn uint32
+	// MaxRecvMsgSize bounds a request message; zero means 4 MiB. Both
+	// transports.
+	MaxRecvMsgSize int
+	// MaxConnAssemblingBytes and MaxConnQueuedBytes are h2grpc.Options'
+	// fields of those names (zero: their defaults); the xdsd transport
+	// only.
+	MaxConnAssemblingBytes, MaxConnQueuedBytes int64
 	// Ready, if not nil, receives the bound addresses once listening.
 	Ready func(Addrs)
 	// Etcd, when its Endpoints are set, is where the configuration is
@@ -154,9 +169,14 @@ type Daemon struct {
 	log    *slog.Logger
 	cache  *cache.Cache
 	server *server.Server
-	authz  *authz.File        // nil without AuthzFile
-	writer *fileout.Writer    // nil without WriteDir; used by writeFilesLoop only
-	store  *etcdstore.Replica // nil without Etcd.Endpoints
+	authz  *authz.File // nil without AuthzFile
+	// grpc is the xDS gRPC server; connLimit bounds its listener's
+	// connections per address (nil without MaxConnsPerIP). Both are set
+	// before the admin endpoints serve, and not changed.
+	grpc      grpcServer
+	connLimit *connlimit.Listener
+	writer    *fileout.Writer    // nil without WriteDir; used by writeFilesLoop only
+	store     *etcdstore.Replica // nil without Etcd.Endpoints
 	// etcdClient is the store's client (closed by Run); nil without it.
 	etcdClient *clientv3.Client
 	// served is the control plane identifier of the configuration
@@ -284,6 +304,11 @@ func Run(ctx context.Context, o Options) error {
 	xdsLis, err := net.Listen("tcp", o.XDSAddr)
 	if err != nil {
 		return fmt.Errorf("xds listener: %w", err)
+	}
+	d.grpc = gs
+	if o.MaxConnsPerIP > 0 {
+		d.connLimit = connlimit.New(xdsLis, o.MaxConnsPerIP, o.Logger)
+		xdsLis = d.connLimit
 	}
 	var adminLis, restLis net.Listener
 	if o.AdminAddr != "" {
@@ -676,8 +701,10 @@ func newGRPCServer(o *Options, cfg *tls.Config) (grpcServer, error) {
 		// Clients may ping every 10 s, as server.GRPCOptions lets them on
 		// grpc-go's transport.
 		return h2grpc.NewServer(h2grpc.Options{TLS: cfg, Codec: server.Codec{}, Logger: o.Logger,
-			MinPingInterval: 10 * time.Second,
-			KeepaliveTime:   o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout,
+			MinPingInterval:      10 * time.Second,
+			MaxConcurrentStreams: o.MaxStreamsPerConn, MaxRecvMsgSize: o.MaxRecvMsgSize,
+			MaxConnAssemblingBytes: o.MaxConnAssemblingBytes, MaxConnQueuedBytes: o.MaxConnQueuedBytes,
+			KeepaliveTime: o.KeepaliveTime, KeepaliveTimeout: o.KeepaliveTimeout,
 			MaxConnectionAge: o.MaxConnectionAge, MaxConnectionAgeGrace: o.MaxConnectionAgeGrace}), nil
 	case "grpc-go":
 		ka := keepalive.ServerParameters{Time: o.KeepaliveTime, Timeout: o.KeepaliveTimeout}
@@ -688,6 +715,12 @@ func newGRPCServer(o *Options, cfg *tls.Config) (grpcServer, error) {
 			ka.Time = time.Duration(math.MaxInt64) // grpc-go's "never"
 		}
 		opts := append(server.GRPCOptions(), grpc.KeepaliveParams(ka))
+		if o.MaxStreamsPerConn > 0 {
+			opts = append(opts, grpc.MaxConcurrentStreams(o.MaxStreamsPerConn))
+		}
+		if o.MaxRecvMsgSize > 0 {
+			opts = append(opts, grpc.MaxRecvMsgSize(o.MaxRecvMsgSize))
+		}
 		if cfg != nil {
 			opts = append(opts, grpc.Creds(credentials.NewTLS(cfg)))
 		}
