@@ -566,7 +566,7 @@ func TestDelta(t *testing.T) {
 	})
 
 	t.Run("D4_removed_while_held_by_an_alias_only", func(t *testing.T) {
-		// Found by review: the client holds rc/vh only under its alias;
+		// The client holds rc/vh only under its alias;
 		// rc/vh is removed while that response is un-ACKed; the client
 		// then trades the alias for the wildcard. It must be told rc/vh
 		// is gone, or it keeps it for good.

@@ -301,9 +301,8 @@ func nodeFields(req []byte, nodeField protowire.Number) int {
 // FuzzShrinkRequest checks shrinkRequest against withoutNodeExtensions,
 // which the handler decodes a request through: a shrunk request is
 // shorter, is the same bytes when the request decodes and has one node,
-// and decodes as the request does. (From session 12's review; the seeds
-// hold a node tag in a longer varint than needed, two nodes, and
-// extensions of other wire types.)
+// and decodes as the request does. The seeds hold a node tag in a longer
+// varint than needed, two nodes, and extensions of other wire types.
 func FuzzShrinkRequest(f *testing.F) {
 	ext := &corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "a", Category: "x"}, {Name: "b"}}}
 	sotw, _ := proto.Marshal(&discovery.DiscoveryRequest{VersionInfo: "v", Node: ext, ResourceNames: []string{"a", "b"}, TypeUrl: "t"})
