@@ -366,7 +366,7 @@ func TestTrimmerTrimsALittleSwollenHeapOnceRested(t *testing.T) {
 		live uint64
 		want bool
 	}{
-		{live: 76 << 20, want: true}, // 5,000 clients repeating an Envoy's node
+		{live: 76 << 20, want: true}, // about twice the least
 		{live: 39<<20 + 39<<19, want: true},
 		{live: 39<<20 + 39<<19 - 1, want: false},
 	} {
