@@ -15,9 +15,10 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"gopkg.in/yaml.v3"
 
 	"github.com/xdsd/xdsd/cache"
@@ -73,8 +74,8 @@ func checkFiles(t *testing.T, w *fileout.Writer, snap *cache.Snapshot) {
 			if err := want[i].Body.UnmarshalTo(exp); err != nil {
 				t.Fatal(err)
 			}
-			if !proto.Equal(got, exp) {
-				t.Errorf("%s #%d: read back\n%v\nwant\n%v", typ, i, got, exp)
+			if d := cmp.Diff(exp, got, protocmp.Transform()); d != "" {
+				t.Errorf("%s #%d: read back (-want +got):\n%s", typ, i, d)
 			}
 		}
 	}

@@ -10,9 +10,11 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -75,8 +77,8 @@ func check(t *testing.T, w *wireResponse, want, got proto.Message) {
 	if err := proto.Unmarshal(bs.Materialize(), got); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("wire encoding decodes to\n%v\nwant\n%v", got, want)
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Fatalf("wire encoding decodes to (-want +got):\n%s", d)
 	}
 	// Other codecs marshal it from the message it stands for.
 	b, err := proto.Marshal(w)
