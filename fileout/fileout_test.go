@@ -30,6 +30,9 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testTimeout bounds every wait for something a test expects.
+const testTimeout = 30 * time.Second
+
 func fixtures() []*resource.Resource {
 	return []*resource.Resource{
 		rawxds.Cluster("backend"),
@@ -322,7 +325,7 @@ func TestT5_concurrent_writes(t *testing.T) {
 			done <- err
 		}()
 	}
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(testTimeout)
 	for range 4 {
 		select {
 		case err := <-done:

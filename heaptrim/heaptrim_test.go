@@ -83,7 +83,7 @@ func trimUntil(t *testing.T, done func() bool, what func() string) {
 	}()
 	looks := time.NewTicker(trimEvery)
 	defer looks.Stop()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testTimeout)
 	for !done() {
 		select {
 		case <-trims:
