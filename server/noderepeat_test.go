@@ -10,9 +10,11 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // repeatNode is a node as an Envoy encodes it: its own fields around the
@@ -212,8 +214,8 @@ func TestShrinkRequest(t *testing.T) {
 		case *discovery.DeltaDiscoveryRequest:
 			w.Node = noExt
 		}
-		if !proto.Equal(back, want) {
-			t.Errorf("%s: shrunk to %v, want %v", tc.name, back, want)
+		if d := cmp.Diff(want, back, protocmp.Transform()); d != "" {
+			t.Errorf("%s: shrunk (-want +got):\n%s", tc.name, d)
 		}
 		buf.Free()
 	}
