@@ -107,8 +107,11 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeBack(t, &r.node, &r.msg.Node)
-	if !proto.Equal(&r.msg, req) || d.count != 3 {
-		t.Fatalf("decoded %v (%d names), want %v", &r.msg, d.count, req)
+	if diff := cmp.Diff(req, &r.msg, protocmp.Transform()); diff != "" {
+		t.Fatalf("decoded (-want +got):\n%s", diff)
+	}
+	if d.count != 3 {
+		t.Fatalf("%d names counted, want 3", d.count)
 	}
 	// The digest tells lists apart by their encoding.
 	other := proto.Clone(req).(*discovery.DiscoveryRequest)
@@ -155,8 +158,8 @@ func FuzzRawRequest(f *testing.F) {
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("scanner error %v, reference error %v", err, wantErr)
 		}
-		if err == nil && !proto.Equal(&r.msg, want) {
-			t.Fatalf("scanner decoded %v, reference %v", &r.msg, want)
+		if err == nil && !proto.Equal(&r.msg, want) { // the fast check; the diff only to report
+			t.Fatalf("scanner and reference differ (-reference +scanner):\n%s", cmp.Diff(want, &r.msg, protocmp.Transform()))
 		}
 	})
 }
@@ -204,8 +207,8 @@ func FuzzNodeSkipped(f *testing.F) {
 		if err == nil {
 			nodeBack(t, &got.node, &got.msg.Node)
 		}
-		if err == nil && !proto.Equal(&got.msg, want) {
-			t.Fatalf("delta: codec decoded %v, reference %v", &got.msg, want)
+		if err == nil && !proto.Equal(&got.msg, want) { // the fast check; the diff only to report
+			t.Fatalf("delta: codec and reference differ (-reference +codec):\n%s", cmp.Diff(want, &got.msg, protocmp.Transform()))
 		}
 		wantErr = lenientDecode(t, data, new(corev3.Node))
 		// A stream that remembers a node that decoded, then sees data
