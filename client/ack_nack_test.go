@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,19 +12,10 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/client/transport"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/server"
 )
-
-// rejectPort is a Validate hook that rejects endpoints on port p.
-func rejectPort(p uint32) func(string, string, proto.Message) error {
-	return func(typeURL, name string, m proto.Message) error {
-		if typeURL == eds && port(client.Update{Message: m}) == p {
-			return fmt.Errorf("port %d rejected", p)
-		}
-		return nil
-	}
-}
 
 // typeStatus returns the server's view of the first stream's type t.
 func typeStatus(srv *server.Server, t string) (server.TypeStatus, bool) {
@@ -40,22 +30,22 @@ func typeStatus(srv *server.Server, t string) (server.TypeStatus, bool) {
 }
 
 func TestACKNACK(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	clienttest.ForEachVariant(t, func(t *testing.T, v clienttest.Variant) {
 		t.Run("C1_every_response_is_acked", func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
-			c := newClient(t, env.Addr, v, nil)
-			rc, re := newRecorder(), newRecorder()
+			c := clienttest.NewClient(t, env.Addr, v, nil)
+			rc, re := clienttest.NewRecorder(), clienttest.NewRecorder()
 			defer c.Watch(cds, "*", rc)()
 			defer c.Watch(eds, "a", re)()
-			rc.wantUpdate(t, "a")
-			re.wantUpdate(t, "a")
+			rc.WantUpdate(t, "a")
+			re.WantUpdate(t, "a")
 			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 2))
-			if u := re.wantUpdate(t, "a"); port(u) != 2 {
-				t.Fatalf("port %d, want 2", port(u))
+			if u := re.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+				t.Fatalf("port %d, want 2", clienttest.Port(u))
 			}
 			for _, typ := range []string{cds, eds} {
-				eventually(t, "server sees "+typ+" ACKed", func() bool {
+				clienttest.Eventually(t, "server sees "+typ+" ACKed", func() bool {
 					ts, ok := typeStatus(env.Server, typ)
 					return ok && ts.SentNonce != "" && ts.AckedVersion == ts.SentVersion && ts.NackedVersion == ""
 				})
@@ -65,51 +55,51 @@ func TestACKNACK(t *testing.T) {
 		t.Run("C1_rejected_update_keeps_last_valid", func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.Endpoints("a", 1))
-			tp := &tap{}
-			c := newClient(t, env.Addr, v, func(c *client.Config) {
-				c.Validate = rejectPort(2)
+			tp := &clienttest.Tap{}
+			c := clienttest.NewClient(t, env.Addr, v, func(c *client.Config) {
+				c.Validate = clienttest.RejectPort(2)
 				c.Transport = tp
 			})
-			r := newRecorder()
+			r := clienttest.NewRecorder()
 			defer c.Watch(eds, "a", r)()
-			good := r.wantUpdate(t, "a")
+			good := r.WantUpdate(t, "a")
 
 			publish(env, rawxds.Endpoints("a", 2))
-			e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-			if !strings.Contains(e.err.Error(), "port 2 rejected") {
-				t.Fatalf("error %v, want the validation error", e.err)
+			e := r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+			if !strings.Contains(e.Err.Error(), "port 2 rejected") {
+				t.Fatalf("error %v, want the validation error", e.Err)
 			}
-			eventually(t, "server records the NACK", func() bool {
+			clienttest.Eventually(t, "server records the NACK", func() bool {
 				ts, _ := typeStatus(env.Server, eds)
 				return strings.Contains(ts.NackMessage, "port 2 rejected")
 			})
 
 			// The NACK names the rejected response's nonce and, in SotW,
 			// the last version accepted.
-			resps := tp.messages(func(w wire) bool { return !w.sent })
-			rejected := resps[len(resps)-1].msg
-			nacks := tp.messages(func(w wire) bool { return w.sent && errorDetail(w.msg) != "" })
+			resps := tp.Messages(func(w clienttest.Wire) bool { return !w.Sent })
+			rejected := resps[len(resps)-1].Msg
+			nacks := tp.Messages(func(w clienttest.Wire) bool { return w.Sent && errorDetail(w.Msg) != "" })
 			if len(nacks) != 1 {
 				t.Fatalf("%d NACKs, want 1", len(nacks))
 			}
-			if got, want := nonceOf(nacks[0].msg), respNonce(rejected); got != want {
+			if got, want := nonceOf(nacks[0].Msg), respNonce(rejected); got != want {
 				t.Errorf("NACK nonce %q, want the rejected response's %q", got, want)
 			}
-			if sotw, ok := nacks[0].msg.(*discovery.DiscoveryRequest); ok && sotw.GetVersionInfo() != good.Version {
+			if sotw, ok := nacks[0].Msg.(*discovery.DiscoveryRequest); ok && sotw.GetVersionInfo() != good.Version {
 				t.Errorf("NACK version_info %q, want the last accepted %q", sotw.GetVersionInfo(), good.Version)
 			}
 
 			// A new watcher is given the last valid resource.
-			r2 := newRecorder()
+			r2 := clienttest.NewRecorder()
 			defer c.Watch(eds, "a", r2)()
-			if u := r2.wantUpdate(t, "a"); port(u) != 1 {
-				t.Fatalf("new watcher got port %d, want the last valid 1", port(u))
+			if u := r2.WantUpdate(t, "a"); clienttest.Port(u) != 1 {
+				t.Fatalf("new watcher got port %d, want the last valid 1", clienttest.Port(u))
 			}
 			// The next valid version is accepted; the rejected one never
 			// reached the watcher.
 			publish(env, rawxds.Endpoints("a", 3))
-			if u := r.wantUpdate(t, "a"); port(u) != 3 {
-				t.Fatalf("port %d, want 3", port(u))
+			if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 3 {
+				t.Fatalf("port %d, want 3", clienttest.Port(u))
 			}
 		})
 	})
@@ -121,8 +111,8 @@ func TestACKNACK(t *testing.T) {
 		}
 		t.Run(name+"/C2_resource_named_twice_is_nacked", func(t *testing.T) {
 			fs := newFakeServer()
-			c := newClient(t, "fake", variant{ads: true, delta: delta}, func(c *client.Config) { c.Transport = fs })
-			r := newRecorder()
+			c := clienttest.NewClient(t, "fake", clienttest.Variant{ADS: true, Delta: delta}, func(c *client.Config) { c.Transport = fs })
+			r := clienttest.NewRecorder()
 			defer c.Watch(eds, "a", r)()
 			st := fs.accept(t)
 			st.recv(t)
@@ -131,13 +121,13 @@ func TestACKNACK(t *testing.T) {
 			if msg := errorDetail(st.recv(t)); !strings.Contains(msg, "named twice") {
 				t.Fatalf("reply error_detail %q, want a NACK for the duplicate", msg)
 			}
-			r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
+			r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
 			st.respond(t, delta, "2", "n2", a1)
 			if req := st.recv(t); errorDetail(req) != "" || nonceOf(req) != "n2" {
 				t.Fatalf("reply %v, want an ACK of n2", req)
 			}
-			if u := r.wantUpdate(t, "a"); port(u) != 1 {
-				t.Fatalf("port %d, want 1", port(u))
+			if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 1 {
+				t.Fatalf("port %d, want 1", clienttest.Port(u))
 			}
 		})
 	}
@@ -222,7 +212,7 @@ func (f *fakeServer) accept(t *testing.T) *fakeStream {
 	select {
 	case s := <-f.streams:
 		return s
-	case <-time.After(timeout):
+	case <-time.After(clienttest.Timeout):
 		t.Fatal("no stream opened")
 		return nil
 	}
@@ -241,7 +231,7 @@ func (s *fakeStream) recv(t *testing.T) proto.Message {
 			t.Fatal(err)
 		}
 		return m
-	case <-time.After(timeout):
+	case <-time.After(clienttest.Timeout):
 		t.Fatal("no request")
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/internal/testutil/stacks"
 )
@@ -17,10 +18,10 @@ func TestCloseWaitsForSources(t *testing.T) {
 		rs := startREST(t, time.Minute) // a poll at the current version is held
 		publish(rs.env, rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		c.Watch(eds, "a", r)
-		u := r.wantUpdate(t, "a")
-		eventually(t, "a poll held at the accepted version", func() bool {
+		u := r.WantUpdate(t, "a")
+		clienttest.Eventually(t, "a poll held at the accepted version", func() bool {
 			return len(rs.exchanges(func(ex restExchange) bool { return ex.req.GetVersionInfo() == u.Version })) > 0 ||
 				len(stacks.In("resttransport.(*stream).post")) > 0
 		})
@@ -33,9 +34,9 @@ func TestCloseWaitsForSources(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cds.yaml")
 		replace(t, path, clusterYAML("1", "a"))
 		c := newFileClient(t, path, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		c.Watch(cds, "*", r)
-		r.wantUpdate(t, "a")
+		r.WantUpdate(t, "a")
 		c.Close()
 		if gs := stacks.In("client.(*fileStream).run"); len(gs) > 0 {
 			t.Errorf("a file's watcher runs after Close:\n%s", gs[0])

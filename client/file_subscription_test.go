@@ -11,6 +11,7 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/fileout"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -19,16 +20,7 @@ import (
 // test ends.
 func newFileClient(t *testing.T, path string, edit func(*client.Config)) *client.Client {
 	t.Helper()
-	cfg := client.Config{File: path, Backoff: func(int) time.Duration { return 10 * time.Millisecond }}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clienttest.New(t, client.Config{File: path, Backoff: clienttest.Backoff}, edit)
 }
 
 // replace writes data to path atomically, as a management server would.
@@ -69,16 +61,16 @@ func TestFile(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := newFileClient(t, w.Path(eType), nil)
-			r := newRecorder()
+			r := clienttest.NewRecorder()
 			defer c.Watch(eds, "a", r)()
-			if u := r.wantUpdate(t, "a"); port(u) != 1 || u.Version == "" {
+			if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 1 || u.Version == "" {
 				t.Fatalf("update %+v, want port 1 with the file's version", u)
 			}
 			if _, err := w.Write(cache.MustSnapshot(rawxds.Cluster("a"), rawxds.Endpoints("a", 2))); err != nil {
 				t.Fatal(err)
 			}
-			if u := r.wantUpdate(t, "a"); port(u) != 2 {
-				t.Fatalf("port %d, want 2", port(u))
+			if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+				t.Fatalf("port %d, want 2", clienttest.Port(u))
 			}
 		})
 	}
@@ -87,17 +79,17 @@ func TestFile(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cds.yaml")
 		replace(t, path, clusterYAML("1", "a"))
 		c := newFileClient(t, path, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "*", r)()
-		if u := r.wantUpdate(t, "a"); u.Version != "1" {
+		if u := r.WantUpdate(t, "a"); u.Version != "1" {
 			t.Fatalf("version %q, want 1", u.Version)
 		}
 		replace(t, path, clusterYAML("2", "b"))
 		// C3: a full-state type's missing cluster is deleted.
 		got := map[string]string{}
 		for range 2 {
-			e := r.next(t)
-			got[e.name] = e.kind
+			e := r.Next(t)
+			got[e.Name] = e.Kind
 		}
 		if got["a"] != "dne" || got["b"] != "update" {
 			t.Fatalf("events %v, want a deleted and b updated", got)
@@ -108,21 +100,21 @@ func TestFile(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cds.yaml")
 		replace(t, path, clusterYAML("1", "a"))
 		c := newFileClient(t, path, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "*", r)()
-		r.wantUpdate(t, "a")
+		r.WantUpdate(t, "a")
 		replace(t, path, "version_info: [not a response")
-		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-		if !strings.Contains(e.err.Error(), path) {
-			t.Fatalf("error %v does not name the file", e.err)
+		e := r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+		if !strings.Contains(e.Err.Error(), path) {
+			t.Fatalf("error %v does not name the file", e.Err)
 		}
-		r.noneYet(t)
+		r.NoneYet(t)
 		// A later watcher still gets the last valid content.
-		r2 := newRecorder()
+		r2 := clienttest.NewRecorder()
 		defer c.Watch(cds, "a", r2)()
-		r2.wantUpdate(t, "a")
+		r2.WantUpdate(t, "a")
 		replace(t, path, clusterYAML("2", "a")+"  connect_timeout: 3s\n")
-		if u := r.wantUpdate(t, "a"); u.Version != "2" {
+		if u := r.WantUpdate(t, "a"); u.Version != "2" {
 			t.Fatalf("version %q, want 2", u.Version)
 		}
 	})
@@ -135,32 +127,34 @@ func TestFile(t *testing.T) {
 		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 1))); err != nil {
 			t.Fatal(err)
 		}
-		c := newFileClient(t, w.Path(eType), func(c *client.Config) { c.Validate = rejectPort(2) })
-		r := newRecorder()
+		c := newFileClient(t, w.Path(eType), func(c *client.Config) { c.Validate = clienttest.RejectPort(2) })
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		r.wantUpdate(t, "a")
+		r.WantUpdate(t, "a")
 		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 2))); err != nil {
 			t.Fatal(err)
 		}
-		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-		if !strings.Contains(e.err.Error(), "port 2 rejected") {
-			t.Fatalf("error %v, want the validation error", e.err)
+		e := r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+		if !strings.Contains(e.Err.Error(), "port 2 rejected") {
+			t.Fatalf("error %v, want the validation error", e.Err)
 		}
-		r.noneYet(t)
+		r.NoneYet(t)
 		if _, err := w.Write(cache.MustSnapshot(rawxds.Endpoints("a", 3))); err != nil {
 			t.Fatal(err)
 		}
-		if u := r.wantUpdate(t, "a"); port(u) != 3 {
-			t.Fatalf("port %d, want 3", port(u))
+		if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 3 {
+			t.Fatalf("port %d, want 3", clienttest.Port(u))
 		}
 	})
 
 	t.Run("C7_missing_file_then_created", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "cds.pb_text")
 		c := newFileClient(t, path, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "a", r)()
-		r.waitFor(t, "error", func(e event) bool { return e.kind == "error" && strings.Contains(e.err.Error(), "no such file") })
+		r.WaitFor(t, "error", func(e clienttest.Event) bool {
+			return e.Kind == "error" && strings.Contains(e.Err.Error(), "no such file")
+		})
 		text := `version_info: "7"
 type_url: "type.googleapis.com/envoy.config.cluster.v3.Cluster"
 resources: {
@@ -168,7 +162,7 @@ resources: {
 }
 `
 		replace(t, path, text)
-		if u := r.wantUpdate(t, "a"); u.Version != "7" {
+		if u := r.WantUpdate(t, "a"); u.Version != "7" {
 			t.Fatalf("version %q, want 7", u.Version)
 		}
 	})
@@ -182,19 +176,19 @@ resources: {
 		path := filepath.Join(dir, "cds.yaml")
 		replace(t, path, clusterYAML("1", "a"))
 		c := newFileClient(t, path, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "*", r)()
-		r.wantUpdate(t, "a")
+		r.WantUpdate(t, "a")
 		for i, name := range []string{"b", "c"} {
 			if err := os.RemoveAll(dir); err != nil {
 				t.Fatal(err)
 			}
-			r.waitFor(t, "the missing file reported", func(e event) bool { return e.kind == "error" })
+			r.WaitFor(t, "the missing file reported", func(e clienttest.Event) bool { return e.Kind == "error" })
 			if err := os.Mkdir(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			replace(t, path, clusterYAML(fmt.Sprint(i+2), name))
-			r.waitFor(t, "update "+name, func(e event) bool { return e.kind == "update" && e.name == name })
+			r.WaitFor(t, "update "+name, func(e clienttest.Event) bool { return e.Kind == "update" && e.Name == name })
 		}
 	})
 
@@ -202,9 +196,9 @@ resources: {
 		path := filepath.Join(t.TempDir(), "cds.yaml")
 		replace(t, path, clusterYAML("1", "a"))
 		c := newFileClient(t, path, func(c *client.Config) { c.WatchExpiry = 50 * time.Millisecond })
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "b", r)()
-		r.wantDNE(t, "b")
+		r.WantDNE(t, "b")
 	})
 
 	t.Run("C7_config_errors", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 )
 
@@ -15,26 +16,26 @@ import (
 // wildcard (clusters), and "*" for the others (endpoints), for which an
 // empty list would ask for nothing: the client gets every resource of both.
 func TestLegacyWildcardOnlyWhereEmptyMeansAll(t *testing.T) {
-	for _, v := range variants {
-		if v.delta {
+	for _, v := range clienttest.Variants {
+		if v.Delta {
 			continue // LegacyWildcard is SotW's
 		}
-		t.Run(v.name, func(t *testing.T) {
+		t.Run(v.Name, func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
-			tp := &tap{}
-			c := newClient(t, env.Addr, v, func(c *client.Config) {
+			tp := &clienttest.Tap{}
+			c := clienttest.NewClient(t, env.Addr, v, func(c *client.Config) {
 				c.Transport = tp
 				c.LegacyWildcard = true
 			})
-			rc, re := newRecorder(), newRecorder()
+			rc, re := clienttest.NewRecorder(), clienttest.NewRecorder()
 			defer c.Watch(cds, "*", rc)()
 			defer c.Watch(eds, "*", re)()
-			rc.wantUpdate(t, "a")
-			re.wantUpdate(t, "a")
+			rc.WantUpdate(t, "a")
+			re.WantUpdate(t, "a")
 			want := map[string][]string{cds: nil, eds: {"*"}}
-			for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
-				r := w.msg.(*discovery.DiscoveryRequest)
+			for _, w := range tp.Messages(func(w clienttest.Wire) bool { return w.Sent }) {
+				r := w.Msg.(*discovery.DiscoveryRequest)
 				if names, ok := want[r.GetTypeUrl()]; ok && !slices.Equal(r.GetResourceNames(), names) {
 					t.Errorf("%s request names %q, want %q", r.GetTypeUrl(), r.GetResourceNames(), names)
 				}
@@ -47,27 +48,27 @@ func TestLegacyWildcardOnlyWhereEmptyMeansAll(t *testing.T) {
 // stays the wildcard until a request names something; the client giving
 // it up sends "*" and then the empty list, and the server stops.
 func TestLegacyWildcardGivenUp(t *testing.T) {
-	for _, v := range variants {
-		if v.delta {
+	for _, v := range clienttest.Variants {
+		if v.Delta {
 			continue
 		}
-		t.Run("S8_"+v.name, func(t *testing.T) {
+		t.Run("S8_"+v.Name, func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.Cluster("a"))
-			tp := &tap{}
-			c := newClient(t, env.Addr, v, func(c *client.Config) {
+			tp := &clienttest.Tap{}
+			c := clienttest.NewClient(t, env.Addr, v, func(c *client.Config) {
 				c.Transport = tp
 				c.LegacyWildcard = true
 			})
-			rc := newRecorder()
+			rc := clienttest.NewRecorder()
 			cancel := c.Watch(cds, "*", rc)
-			rc.wantUpdate(t, "a")
+			rc.WantUpdate(t, "a")
 			cancel()
 			var got [][]string
-			eventually(t, "the legacy wildcard given up with [*] then []", func() bool {
+			clienttest.Eventually(t, "the legacy wildcard given up with [*] then []", func() bool {
 				got = nil
-				for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
-					if r := w.msg.(*discovery.DiscoveryRequest); r.GetTypeUrl() == cds {
+				for _, w := range tp.Messages(func(w clienttest.Wire) bool { return w.Sent }) {
+					if r := w.Msg.(*discovery.DiscoveryRequest); r.GetTypeUrl() == cds {
 						got = append(got, r.GetResourceNames())
 					}
 				}

@@ -9,40 +9,40 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/server"
 )
 
 func TestReconnect(t *testing.T) {
-	forEachVariant(t, func(t *testing.T, v variant) {
+	clienttest.ForEachVariant(t, func(t *testing.T, v clienttest.Variant) {
 		t.Run("C5_resumes_with_what_it_has", func(t *testing.T) {
 			env := startServer(t)
 			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
-			tp := &tap{}
-			c := newClient(t, env.Addr, v, withTap(tp))
-			rc, re := newRecorder(), newRecorder()
+			tp := &clienttest.Tap{}
+			c := clienttest.NewClient(t, env.Addr, v, clienttest.WithTap(tp))
+			rc, re := clienttest.NewRecorder(), clienttest.NewRecorder()
 			defer c.Watch(cds, "*", rc)()
-			rc.wantUpdate(t, "a")
+			rc.WantUpdate(t, "a")
 			defer c.Watch(eds, "a", re)()
-			got := re.wantUpdate(t, "a")
-			eventually(t, "EDS ACKed", func() bool {
+			got := re.WantUpdate(t, "a")
+			clienttest.Eventually(t, "EDS ACKed", func() bool {
 				ts, ok := typeStatus(env.Server, eds)
 				return ok && ts.AckedVersion == ts.SentVersion
 			})
 			// The versions last accepted, per type (SotW).
 			versions := map[string]string{}
-			for _, w := range tp.messages(func(w wire) bool { return w.sent }) {
-				if r, ok := w.msg.(*discovery.DiscoveryRequest); ok && r.GetErrorDetail() == nil {
+			for _, w := range tp.Messages(func(w clienttest.Wire) bool { return w.Sent }) {
+				if r, ok := w.Msg.(*discovery.DiscoveryRequest); ok && r.GetErrorDetail() == nil {
 					versions[r.GetTypeUrl()] = r.GetVersionInfo()
 				}
 			}
-			before := tp.numStreams()
-			tp.breakStreams()
-			eventually(t, "a new stream", func() bool { return tp.numStreams() > before })
-			first := map[string]wire{}
-			eventually(t, "subscriptions resent", func() bool {
-				for _, w := range tp.messages(func(w wire) bool { return w.sent && w.stream >= before }) {
+			before := tp.NumStreams()
+			tp.BreakStreams()
+			clienttest.Eventually(t, "a new stream", func() bool { return tp.NumStreams() > before })
+			first := map[string]clienttest.Wire{}
+			clienttest.Eventually(t, "subscriptions resent", func() bool {
+				for _, w := range tp.Messages(func(w clienttest.Wire) bool { return w.Sent && w.Stream >= before }) {
 					typ := typeURLOf(w)
 					if _, ok := first[typ]; !ok {
 						first[typ] = w
@@ -55,7 +55,7 @@ func TestReconnect(t *testing.T) {
 				if typ == eds {
 					name = "a"
 				}
-				switch r := w.msg.(type) {
+				switch r := w.Msg.(type) {
 				case *discovery.DiscoveryRequest:
 					if r.GetVersionInfo() != versions[typ] || r.GetVersionInfo() == "" || r.GetResponseNonce() != "" || !slices.Equal(r.GetResourceNames(), []string{name}) {
 						t.Errorf("%s: first request on the new stream %v, want version %q, names [%s], no nonce", typ, r, versions[typ], name)
@@ -71,8 +71,8 @@ func TestReconnect(t *testing.T) {
 			}
 			// Still watching: a change arrives on the new stream.
 			publish(env, rawxds.Cluster("a"), rawxds.Endpoints("a", 2))
-			if u := re.wantUpdate(t, "a"); port(u) != 2 {
-				t.Fatalf("port %d, want 2", port(u))
+			if u := re.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+				t.Fatalf("port %d, want 2", clienttest.Port(u))
 			}
 		})
 
@@ -80,25 +80,25 @@ func TestReconnect(t *testing.T) {
 			c1 := cache.New(nil)
 			c1.SetSnapshot("", cache.MustSnapshot(rawxds.Endpoints("a", 1)))
 			addr, stop := serve(t, "127.0.0.1:0", c1)
-			c := newClient(t, addr, v, nil)
-			r := newRecorder()
+			c := clienttest.NewClient(t, addr, v, nil)
+			r := clienttest.NewRecorder()
 			defer c.Watch(eds, "a", r)()
-			r.wantUpdate(t, "a")
+			r.WantUpdate(t, "a")
 			stop()
-			r.waitFor(t, "error on the lost stream", func(e event) bool { return e.kind == "error" })
+			r.WaitFor(t, "error on the lost stream", func(e clienttest.Event) bool { return e.Kind == "error" })
 			c2 := cache.New(nil)
 			c2.SetSnapshot("", cache.MustSnapshot(rawxds.Endpoints("a", 2)))
 			_, stop2 := serve(t, addr, c2)
 			defer stop2()
-			if u := r.wantUpdate(t, "a"); port(u) != 2 {
-				t.Fatalf("port %d, want 2 from the restarted server", port(u))
+			if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+				t.Fatalf("port %d, want 2 from the restarted server", clienttest.Port(u))
 			}
 		})
 	})
 }
 
-func typeURLOf(w wire) string {
-	switch m := w.msg.(type) {
+func typeURLOf(w clienttest.Wire) string {
+	switch m := w.Msg.(type) {
 	case *discovery.DiscoveryRequest:
 		return m.GetTypeUrl()
 	case *discovery.DeltaDiscoveryRequest:
@@ -132,5 +132,3 @@ func serve(t *testing.T, addr string, c *cache.Cache) (string, func()) {
 	t.Cleanup(stop)
 	return lis.Addr().String(), stop
 }
-
-var _ client.Watcher = (*recorder)(nil)

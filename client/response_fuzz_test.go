@@ -13,6 +13,7 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/client/transport"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 )
 
@@ -198,20 +199,20 @@ func FuzzResponse(f *testing.F) {
 			Transport: ft,
 			ADS:       true,
 			Delta:     delta,
-			Validate:  rejectPort(2),
+			Validate:  clienttest.RejectPort(2),
 			Backoff:   func(int) time.Duration { return 0 },
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(cds, "*", r)()
 		defer c.Watch(eds, "a", r)()
 		select {
 		case <-ft.done:
-		case <-time.After(timeout):
-			t.Fatalf("the client neither answered the sentinel nor reconnected within %v", timeout)
+		case <-time.After(clienttest.Timeout):
+			t.Fatalf("the client neither answered the sentinel nor reconnected within %v", clienttest.Timeout)
 		}
 
 		// The nonce of the fuzzed response, if it decodes at all.

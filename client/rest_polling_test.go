@@ -16,6 +16,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
@@ -101,17 +102,9 @@ func newRESTClient(t *testing.T, rs *restServer, edit func(*client.Config)) *cli
 	cfg := client.Config{
 		Node:    rawxds.Node("rest-client"),
 		REST:    rs.http.URL,
-		Backoff: func(int) time.Duration { return 10 * time.Millisecond },
+		Backoff: clienttest.Backoff,
 	}
-	if edit != nil {
-		edit(&cfg)
-	}
-	c, err := client.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return clienttest.New(t, cfg, edit)
 }
 
 func TestREST(t *testing.T) {
@@ -119,32 +112,32 @@ func TestREST(t *testing.T) {
 		rs := startREST(t, 5*time.Second)
 		publish(rs.env, rawxds.Cluster("a"), rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		rc, re := newRecorder(), newRecorder()
+		rc, re := clienttest.NewRecorder(), clienttest.NewRecorder()
 		defer c.Watch(cds, "*", rc)()
 		defer c.Watch(eds, "a", re)()
-		rc.wantUpdate(t, "a")
-		if u := re.wantUpdate(t, "a"); port(u) != 1 || u.Version == "" {
+		rc.WantUpdate(t, "a")
+		if u := re.WantUpdate(t, "a"); clienttest.Port(u) != 1 || u.Version == "" {
 			t.Fatalf("update %+v, want port 1 with a version", u)
 		}
 		publish(rs.env, rawxds.Cluster("a"), rawxds.Cluster("b"), rawxds.Endpoints("a", 2))
-		rc.wantUpdate(t, "b")
-		if u := re.wantUpdate(t, "a"); port(u) != 2 {
-			t.Fatalf("port %d, want 2", port(u))
+		rc.WantUpdate(t, "b")
+		if u := re.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+			t.Fatalf("port %d, want 2", clienttest.Port(u))
 		}
 		// C3 holds over REST too: a cluster gone from the full state is
 		// deleted.
 		publish(rs.env, rawxds.Cluster("a"), rawxds.Endpoints("a", 2))
-		rc.wantDNE(t, "b")
+		rc.WantDNE(t, "b")
 	})
 
 	t.Run("C8_requests_are_canonical_json_with_node_version_and_names", func(t *testing.T) {
 		rs := startREST(t, 20*time.Millisecond)
 		publish(rs.env, rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		u := r.wantUpdate(t, "a")
-		eventually(t, "the ACK: a poll at the accepted version", func() bool {
+		u := r.WantUpdate(t, "a")
+		clienttest.Eventually(t, "the ACK: a poll at the accepted version", func() bool {
 			return len(rs.exchanges(func(ex restExchange) bool { return ex.req.GetVersionInfo() == u.Version })) > 0
 		})
 		for _, ex := range rs.exchanges(func(restExchange) bool { return true }) {
@@ -164,16 +157,16 @@ func TestREST(t *testing.T) {
 		rs := startREST(t, 20*time.Millisecond)
 		publish(rs.env, rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		r.wantUpdate(t, "a")
-		eventually(t, "several 304s", func() bool {
+		r.WantUpdate(t, "a")
+		clienttest.Eventually(t, "several 304s", func() bool {
 			return len(rs.exchanges(func(ex restExchange) bool { return ex.status == http.StatusNotModified })) >= 3
 		})
-		r.noneYet(t)
+		r.NoneYet(t)
 		publish(rs.env, rawxds.Endpoints("a", 2))
-		if u := r.wantUpdate(t, "a"); port(u) != 2 {
-			t.Fatalf("port %d, want 2", port(u))
+		if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+			t.Fatalf("port %d, want 2", clienttest.Port(u))
 		}
 	})
 
@@ -183,11 +176,11 @@ func TestREST(t *testing.T) {
 		rs := startREST(t, time.Minute)
 		publish(rs.env, rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		v1 := r.wantUpdate(t, "a")
+		v1 := r.WantUpdate(t, "a")
 		publish(rs.env, rawxds.Endpoints("a", 2))
-		v2 := r.wantUpdate(t, "a")
+		v2 := r.WantUpdate(t, "a")
 		for _, v := range []string{v1.Version, v2.Version} {
 			if n := len(rs.exchanges(func(ex restExchange) bool { return ex.resp.GetVersionInfo() == v })); n != 1 {
 				t.Fatalf("version %s was answered %d times, want once", v, n)
@@ -198,14 +191,14 @@ func TestREST(t *testing.T) {
 	t.Run("C8_C1_nack_keeps_last_valid_and_is_not_answered_again", func(t *testing.T) {
 		rs := startREST(t, 50*time.Millisecond)
 		publish(rs.env, rawxds.Endpoints("a", 1))
-		c := newRESTClient(t, rs, func(c *client.Config) { c.Validate = rejectPort(2) })
-		r := newRecorder()
+		c := newRESTClient(t, rs, func(c *client.Config) { c.Validate = clienttest.RejectPort(2) })
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		good := r.wantUpdate(t, "a")
+		good := r.WantUpdate(t, "a")
 		publish(rs.env, rawxds.Endpoints("a", 2))
-		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-		if !strings.Contains(e.err.Error(), "port 2 rejected") {
-			t.Fatalf("error %v, want the validation error", e.err)
+		e := r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+		if !strings.Contains(e.Err.Error(), "port 2 rejected") {
+			t.Fatalf("error %v, want the validation error", e.Err)
 		}
 		var bad string
 		for _, ex := range rs.exchanges(func(ex restExchange) bool { return ex.resp != nil }) {
@@ -213,7 +206,7 @@ func TestREST(t *testing.T) {
 		}
 		// The NACK reaches the server with its message, and is held at the
 		// rejected version until the long poll ends (304), again and again.
-		eventually(t, "NACK held past its poll timeout", func() bool {
+		clienttest.Eventually(t, "NACK held past its poll timeout", func() bool {
 			return len(rs.exchanges(func(ex restExchange) bool {
 				return ex.req.GetErrorDetail() != nil && strings.Contains(ex.req.GetErrorDetail().GetMessage(), "port 2 rejected") &&
 					ex.status == http.StatusNotModified
@@ -222,10 +215,10 @@ func TestREST(t *testing.T) {
 		if n := len(rs.exchanges(func(ex restExchange) bool { return ex.resp.GetVersionInfo() == bad })); n != 1 {
 			t.Fatalf("the rejected version %s was answered %d times, want once (S4)", bad, n)
 		}
-		r.noneYet(t)
+		r.NoneYet(t)
 		publish(rs.env, rawxds.Endpoints("a", 3))
-		u := r.wantUpdate(t, "a")
-		if port(u) != 3 || u.Version == good.Version {
+		u := r.WantUpdate(t, "a")
+		if clienttest.Port(u) != 3 || u.Version == good.Version {
 			t.Fatalf("update %+v, want port 3", u)
 		}
 	})
@@ -234,24 +227,24 @@ func TestREST(t *testing.T) {
 		rs := startREST(t, 50*time.Millisecond)
 		publish(rs.env, rawxds.Endpoints("a", 1))
 		c := newRESTClient(t, rs, nil)
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		defer c.Watch(eds, "a", r)()
-		u := r.wantUpdate(t, "a")
+		u := r.WantUpdate(t, "a")
 		rs.setFail(true)
-		e := r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-		if !strings.Contains(e.err.Error(), "503") {
-			t.Fatalf("error %v, want the 503", e.err)
+		e := r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+		if !strings.Contains(e.Err.Error(), "503") {
+			t.Fatalf("error %v, want the 503", e.Err)
 		}
 		rs.setFail(false)
 		// Resumes at the version it holds: nothing new to tell.
-		eventually(t, "a poll at the held version after the outage", func() bool {
+		clienttest.Eventually(t, "a poll at the held version after the outage", func() bool {
 			return len(rs.exchanges(func(ex restExchange) bool {
 				return ex.status == http.StatusNotModified && ex.req.GetVersionInfo() == u.Version
 			})) > 0
 		})
 		publish(rs.env, rawxds.Endpoints("a", 2))
-		if u := r.wantUpdate(t, "a"); port(u) != 2 {
-			t.Fatalf("port %d, want 2", port(u))
+		if u := r.WantUpdate(t, "a"); clienttest.Port(u) != 2 {
+			t.Fatalf("port %d, want 2", clienttest.Port(u))
 		}
 	})
 
@@ -270,10 +263,10 @@ func TestREST(t *testing.T) {
 			resource.ExtensionType:   "extension_configs",
 		}
 		for typ := range want {
-			defer c.Watch(typ, "x", newRecorder())()
+			defer c.Watch(typ, "x", clienttest.NewRecorder())()
 		}
 		for typ, name := range want {
-			eventually(t, "a poll of "+name, func() bool {
+			clienttest.Eventually(t, "a poll of "+name, func() bool {
 				return len(rs.exchanges(func(ex restExchange) bool {
 					return ex.path == "/v3/discovery:"+name && ex.req.GetTypeUrl() == typ && ex.status == http.StatusOK
 				})) > 0
@@ -293,7 +286,7 @@ func TestREST(t *testing.T) {
 				t.Errorf("New(%+v) succeeded, want an error", cfg)
 			}
 		}
-		r := newRecorder()
+		r := clienttest.NewRecorder()
 		c, err := client.New(client.Config{REST: "http://127.0.0.1:1", Backoff: func(int) time.Duration { return time.Hour }})
 		if err != nil {
 			t.Fatal(err)
@@ -301,6 +294,6 @@ func TestREST(t *testing.T) {
 		defer c.Close()
 		// VHDS has no SotW service, so no REST path either.
 		defer c.Watch(resource.VirtualHostType, "x", r)()
-		r.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
+		r.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
 	})
 }

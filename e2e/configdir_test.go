@@ -10,7 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
 
 	"github.com/xdsd/xdsd/resource"
@@ -50,8 +52,8 @@ func sameResources(t *testing.T, what string, got []*anypb.Any, want []*resource
 		return
 	}
 	for _, r := range want {
-		if m := gotByName[r.Name]; !proto.Equal(m, r.Message) {
-			t.Errorf("%s: %s %q differs from the configuration:\ngot  %v\nwant %v", what, r.Type.Short, r.Name, m, r.Message)
+		if d := cmp.Diff(r.Message, gotByName[r.Name], protocmp.Transform()); d != "" {
+			t.Errorf("%s: %s %q differs from the configuration (-want +got):\n%s", what, r.Type.Short, r.Name, d)
 		}
 	}
 }

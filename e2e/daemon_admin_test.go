@@ -175,9 +175,7 @@ func TestDaemon_clients_before_first_load(t *testing.T) {
 	cfg.writeService(addrA)
 	cfg.write("route.yaml", routeYAML(svcRoute, svcTarget, "nope"))
 	d := startDaemon(t, nil, serveArgs(cfg.dir)...)
-	// Bounded more tightly than waitTimeout: the answers come within
-	// milliseconds of the fix, or never.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), quickTimeout)
 	defer cancel()
 	d.waitStatus(ctx, t, "the failed first load", func(s xdsdaemon.StatusReport) bool { return s.Config.ReloadsFailed > 0 })
 

@@ -27,6 +27,9 @@ const (
 	// machine may be loaded (-race, shared cores). Polls end as soon as
 	// their condition holds.
 	waitTimeout = 30 * time.Second
+	// quickTimeout bounds a wait whose answer comes within milliseconds of
+	// its cause, or never.
+	quickTimeout = 10 * time.Second
 	// pollEvery is the interval between two looks at the server's status.
 	pollEvery = 5 * time.Millisecond
 )

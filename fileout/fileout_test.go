@@ -15,9 +15,10 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"gopkg.in/yaml.v3"
 
 	"github.com/xdsd/xdsd/cache"
@@ -28,6 +29,9 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testTimeout bounds every wait for something a test expects.
+const testTimeout = 30 * time.Second
 
 func fixtures() []*resource.Resource {
 	return []*resource.Resource{
@@ -73,8 +77,8 @@ func checkFiles(t *testing.T, w *fileout.Writer, snap *cache.Snapshot) {
 			if err := want[i].Body.UnmarshalTo(exp); err != nil {
 				t.Fatal(err)
 			}
-			if !proto.Equal(got, exp) {
-				t.Errorf("%s #%d: read back\n%v\nwant\n%v", typ, i, got, exp)
+			if d := cmp.Diff(exp, got, protocmp.Transform()); d != "" {
+				t.Errorf("%s #%d: read back (-want +got):\n%s", typ, i, d)
 			}
 		}
 	}
@@ -321,7 +325,7 @@ func TestT5_concurrent_writes(t *testing.T) {
 			done <- err
 		}()
 	}
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(testTimeout)
 	for range 4 {
 		select {
 		case err := <-done:

@@ -102,8 +102,8 @@ func Run(ctx context.Context, log *slog.Logger, c Clients) {
 				// Two collections: the first moves what sync.Pools hold
 				// (the transport's buffers, put back at the end of a burst)
 				// to their victim caches, where it stays live until the
-				// next one. Trimmed after one, 5,000 clients sending an
-				// Envoy's 33 KB node left 290 MiB resident instead of 130.
+				// second (debug.FreeOSMemory's), which frees it: after one
+				// alone, the pools' buffers would stay resident.
 				runtime.GC()
 				debug.FreeOSMemory()
 				after := look()
@@ -152,21 +152,18 @@ func (h heapLook) reclaimable() uint64 {
 // most a twentieth of it), and only if the process worked or allocated
 // what the heap held live after the last trim (a heap's worth) since. A
 // process that stays quiet while it allocates less, a trickle at a time,
-// is not trimmed. (5,000 clients repeating an Envoy's 33 KB node: each
-// push allocated more than a heap's worth of read buffers, and a trim
-// after each cost 0.3 s of CPU, as much again as the push.)
+// is not trimmed. (Pushes to many clients that repeat a large node each
+// allocate more than a heap's worth of read buffers; a trim after each
+// would cost about as much CPU as the push.)
 //
 // One exception: a heap's worth allocated in a sync (trimJoined streams
 // opened since the last trim, or as many responses awaiting their replies
 // when it began: a trim in a lull of a sync) is trimmed as soon as it is
 // quiet, however dear the last trim. A sync that went on after a trim in
 // one of its lulls, or clients that connect in waves, would otherwise
-// stay resident at its peak for trimShare times that trim's cost. (5,000
-// clients repeating an Envoy's node: a trim cost 0.3 s, so a sync that
-// ended less than 6 s after a trim in one of its lulls stayed at its
-// peak; one reading of RSS with the clients idle was 184 MiB, against
-// 134-145 in others.) A few clients reconnecting, or a few that do not
-// answer, do not make pushes a sync. Its zero value is ready.
+// stay resident at its peak for trimShare times that trim's cost. A few
+// clients reconnecting, or a few that do not answer, do not make pushes a
+// sync. Its zero value is ready.
 type trimmer struct {
 	last       heapLook      // at the previous look
 	quiet      int           // quiet looks in a row
@@ -199,20 +196,18 @@ func (tr *trimmer) due(now time.Time, h heapLook) bool {
 	// A collection in the middle of a burst finds the burst's buffers live
 	// (in flight, or kept by sync.Pools for two collections), and once the
 	// burst is over nothing may allocate enough for another to run: the
-	// heap then looks live, though most of it is garbage. (1,000 SotW
-	// clients' initial sync: a collection at its peak found 65 MiB live,
-	// the trim then left 21.) A live heap well above the least found
-	// calls for a trim to find out, when paid: a server whose every burst
-	// of pushes meets a collection would otherwise trim after each, the
-	// trim having emptied the pools the floor was measured with.
+	// heap then looks live, though most of it is garbage. A live heap well
+	// above the least found calls for a trim to find out, when paid: a
+	// server whose every burst of pushes meets a collection would
+	// otherwise trim after each, the trim having emptied the pools the
+	// floor was read with.
 	swollen := h.live >= 2*tr.floor+trimMinFree
 	// Less swollen, by half again the least live heap and at least
 	// trimMinFree, it is trimmed once the process has rested for
-	// trimLooksRested looks: 5,000 clients repeating an Envoy's node, a
-	// collection in a push found 76 MiB live against 39 after the sync's
-	// trim, and without a trim the server stayed at 154–162 MiB instead
-	// of 131. Not sooner: a server pushing every second or so (the load
-	// tool's rounds) would pay a trim, and the refill of the pools it
+	// trimLooksRested looks: a collection in a push to many clients can
+	// find the push's buffers live, and without a trim they stay resident
+	// while the clients are idle. Not sooner: a server pushing every
+	// second or so would pay a trim, and the refill of the pools it
 	// empties, every few pushes.
 	if !swollen && tr.quiet >= trimLooksRested {
 		swollen = h.live >= tr.floor+max(trimMinFree, tr.floor/2)

@@ -83,7 +83,7 @@ func trimUntil(t *testing.T, done func() bool, what func() string) {
 	}()
 	looks := time.NewTicker(trimEvery)
 	defer looks.Stop()
-	timeout := time.After(10 * time.Second)
+	timeout := time.After(testTimeout)
 	for !done() {
 		select {
 		case <-trims:
@@ -366,7 +366,7 @@ func TestTrimmerTrimsALittleSwollenHeapOnceRested(t *testing.T) {
 		live uint64
 		want bool
 	}{
-		{live: 76 << 20, want: true}, // 5,000 clients repeating an Envoy's node
+		{live: 76 << 20, want: true}, // about twice the least
 		{live: 39<<20 + 39<<19, want: true},
 		{live: 39<<20 + 39<<19 - 1, want: false},
 	} {

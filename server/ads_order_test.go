@@ -309,7 +309,7 @@ func TestADSOrder(t *testing.T) {
 
 	// A client that rejects a cluster of its first clusters response never
 	// asks for that cluster's endpoints: the listeners wait only for the
-	// endpoints it asks for (found by the review of the warm gate).
+	// endpoints it asks for.
 	nacked := []*resource.Resource{rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.Cluster("cbad"),
 		rawxds.Endpoints("cbad", 2), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1")}
 	t.Run("O1_rejected_cluster_does_not_hold_listeners_sotw", func(t *testing.T) {
@@ -353,8 +353,7 @@ func TestADSOrder(t *testing.T) {
 
 	// A NACK loosens the gate for the responses sent before it, one of
 	// which it rejected, not for those sent after it: a cluster new in a
-	// later response holds the listeners until its endpoints are sent
-	// (found by the review of c8a3fdf).
+	// later response holds the listeners until its endpoints are sent.
 	t.Run("O1_nack_does_not_loosen_clusters_sent_after_it_sotw", func(t *testing.T) {
 		e := startHeld(t, rawxds.Cluster("c1"), rawxds.Endpoints("c1", 1), rawxds.RDSListener("l1", "r1"), rawxds.Route("r1", "c1"))
 		s := e.ADS(t)

@@ -12,9 +12,11 @@ import (
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	routeservice "github.com/envoyproxy/go-control-plane/envoy/service/route/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
@@ -184,8 +186,8 @@ func TestDelta(t *testing.T) {
 			if got.GetVersion() == "" || got.GetVersion() != want.Version {
 				t.Fatalf("%s version = %q, want %q", want.Name, got.GetVersion(), want.Version)
 			}
-			if !proto.Equal(got.GetResource(), want.Body) {
-				t.Fatalf("%s body differs from the snapshot's", want.Name)
+			if d := cmp.Diff(want.Body, got.GetResource(), protocmp.Transform()); d != "" {
+				t.Fatalf("%s body differs from the snapshot's (-want +got):\n%s", want.Name, d)
 			}
 		}
 		if resOf(t, r, "a").GetVersion() == resOf(t, r, "b").GetVersion() {
@@ -566,7 +568,7 @@ func TestDelta(t *testing.T) {
 	})
 
 	t.Run("D4_removed_while_held_by_an_alias_only", func(t *testing.T) {
-		// Found by review: the client holds rc/vh only under its alias;
+		// The client holds rc/vh only under its alias;
 		// rc/vh is removed while that response is un-ACKed; the client
 		// then trades the alias for the wildcard. It must be told rc/vh
 		// is gone, or it keeps it for good.

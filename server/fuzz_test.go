@@ -15,10 +15,12 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	runtimev3 "github.com/envoyproxy/go-control-plane/envoy/service/runtime/v3"
+	"github.com/google/go-cmp/cmp"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -721,8 +723,8 @@ func (fc *fuzzClient) checkWire(m any) error {
 	if err := proto.Unmarshal(bs.Materialize(), got); err != nil {
 		fc.t.Fatalf("decoding a response: %v", err)
 	}
-	if !proto.Equal(got, w.msg) {
-		fc.t.Fatalf("the wire encoding decodes to\n%v\nnot\n%v", got, w.msg)
+	if !proto.Equal(got, w.msg) { // the fast check; the diff only to report
+		fc.t.Fatalf("the wire encoding decodes otherwise (-message +decoded):\n%s", cmp.Diff(w.msg, got, protocmp.Transform()))
 	}
 	if resp, ok := w.msg.(*discovery.DeltaDiscoveryResponse); ok {
 		return fc.checkDelta(resp)

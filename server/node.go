@@ -13,9 +13,9 @@ var nodeExtensions = (&corev3.Node{}).ProtoReflect().Descriptor().Fields().ByNam
 
 // keptNode returns what the server keeps of a node: n without its
 // extensions. An Envoy lists there every extension it was built with, some
-// 300: about 33 KB on the wire and several times that decoded, which the
+// 300: tens of KB on the wire and several times that decoded, which the
 // server has no use for and which, kept per stream, would be most of its
-// memory (5,000 Envoy-like clients: 764 MiB instead of 128). A stream keeps
+// memory. A stream keeps
 // the encoding of this node (see requestNode and encodeNode); its status
 // shows it, and the cache groups it by it. The result is a new message
 // that shares n's other fields; neither is changed afterwards.
@@ -82,7 +82,7 @@ func withoutNodeExtensions(req []byte, nodeField protowire.Number) []byte {
 // shrinkRequest returns req without its node's extensions, for a request
 // waiting for its stream's handler, which decodes it without them anyway:
 // while a stream is busy (an initial sync), an Envoy's requests, each
-// repeating its node, wait at a few KB rather than 34. The copy is made
+// repeating its node, wait at a few KB rather than tens. The copy is made
 // once, at its size, in a buffer from gRPC's pool, freed once the handler
 // has the request. It returns nil if there is nothing to leave out, or if
 // req does not parse as far as its node. It looks for the node only where

@@ -7,7 +7,9 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/xdsd/xdsd/cache"
@@ -62,8 +64,8 @@ func TestNodeKeptWithoutExtensions(t *testing.T) {
 		if st == nil {
 			t.Fatalf("no %s stream of n1 in %v", variant, e.Server.Status())
 		}
-		if !proto.Equal(st.Node, want) {
-			t.Errorf("%s status node = %v, want %v", variant, st.Node, want)
+		if d := cmp.Diff(want, st.Node, protocmp.Transform()); d != "" {
+			t.Errorf("%s status node (-want +got):\n%s", variant, d)
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -14,7 +14,7 @@ const maxSharedExtensions = 256 << 10
 
 // seenNode is what a stream keeps of the last node repeated in its
 // requests that decoded, so that a request repeating it again costs little
-// to recognise. An Envoy repeats its node, some 34 KB, in every request,
+// to recognise. An Envoy repeats its node, tens of KB, in every request,
 // and most of it is the list of its extensions, which all the Envoys of a
 // build share: that run of fields is kept once for the process (a
 // unique.Handle, freed once no stream holds it) and compared byte for byte

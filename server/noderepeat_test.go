@@ -10,9 +10,11 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // repeatNode is a node as an Envoy encodes it: its own fields around the
@@ -212,8 +214,8 @@ func TestShrinkRequest(t *testing.T) {
 		case *discovery.DeltaDiscoveryRequest:
 			w.Node = noExt
 		}
-		if !proto.Equal(back, want) {
-			t.Errorf("%s: shrunk to %v, want %v", tc.name, back, want)
+		if d := cmp.Diff(want, back, protocmp.Transform()); d != "" {
+			t.Errorf("%s: shrunk (-want +got):\n%s", tc.name, d)
 		}
 		buf.Free()
 	}
@@ -301,9 +303,8 @@ func nodeFields(req []byte, nodeField protowire.Number) int {
 // FuzzShrinkRequest checks shrinkRequest against withoutNodeExtensions,
 // which the handler decodes a request through: a shrunk request is
 // shorter, is the same bytes when the request decodes and has one node,
-// and decodes as the request does. (From session 12's review; the seeds
-// hold a node tag in a longer varint than needed, two nodes, and
-// extensions of other wire types.)
+// and decodes as the request does. The seeds hold a node tag in a longer
+// varint than needed, two nodes, and extensions of other wire types.
 func FuzzShrinkRequest(f *testing.F) {
 	ext := &corev3.Node{Id: "n", Cluster: "c", Extensions: []*corev3.Extension{{Name: "a", Category: "x"}, {Name: "b"}}}
 	sotw, _ := proto.Marshal(&discovery.DiscoveryRequest{VersionInfo: "v", Node: ext, ResourceNames: []string{"a", "b"}, TypeUrl: "t"})

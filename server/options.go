@@ -12,7 +12,9 @@ import (
 // per connection (requests are small; grpc-go already shares write buffers
 // between flushes), fixed flow-control windows (which also turns off
 // grpc-go's bandwidth-probing pings), at most 1,000 streams per connection
-// (a client opens a few; tens of thousands held hundreds of MB), and keepalive enforcement that tolerates clients' pings.
+// (a client opens a few; a connection holding many more is a client
+// gone wrong, holding the server's memory), and keepalive enforcement
+// that tolerates clients' pings.
 // It also installs Codec, which writes responses from the resources' shared
 // encodings instead of marshalling a copy for each stream.
 // Pass them to grpc.NewServer along with your own.

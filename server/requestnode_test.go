@@ -4,8 +4,10 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
@@ -98,8 +100,8 @@ func FuzzRequestNodeKnown(f *testing.F) {
 		} else if back := new(corev3.Node); proto.Unmarshal(r.raw, back) != nil || !proto.Equal(back, got) {
 			t.Fatalf("kept %q, which does not decode to %v", r.raw, got)
 		}
-		if !proto.Equal(got, want) {
-			t.Fatalf("take: %v; the reference: %v", got, want)
+		if !proto.Equal(got, want) { // the fast check; the diff only to report
+			t.Fatalf("take differs from the reference (-reference +take):\n%s", cmp.Diff(want, got, protocmp.Transform()))
 		}
 	})
 }

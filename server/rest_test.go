@@ -229,7 +229,7 @@ func TestRESTSlowClients(t *testing.T) {
 	}
 	waitClosed := func(t *testing.T, conn net.Conn) {
 		t.Helper()
-		deadline := time.After(10 * time.Second)
+		deadline := time.After(rawxds.Timeout)
 		for {
 			select {
 			case a := <-closed:

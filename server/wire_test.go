@@ -10,9 +10,11 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -75,8 +77,8 @@ func check(t *testing.T, w *wireResponse, want, got proto.Message) {
 	if err := proto.Unmarshal(bs.Materialize(), got); err != nil {
 		t.Fatal(err)
 	}
-	if !proto.Equal(got, want) {
-		t.Fatalf("wire encoding decodes to\n%v\nwant\n%v", got, want)
+	if d := cmp.Diff(want, got, protocmp.Transform()); d != "" {
+		t.Fatalf("wire encoding decodes to (-want +got):\n%s", d)
 	}
 	// Other codecs marshal it from the message it stands for.
 	b, err := proto.Marshal(w)
@@ -105,8 +107,11 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 		t.Fatal(err)
 	}
 	nodeBack(t, &r.node, &r.msg.Node)
-	if !proto.Equal(&r.msg, req) || d.count != 3 {
-		t.Fatalf("decoded %v (%d names), want %v", &r.msg, d.count, req)
+	if diff := cmp.Diff(req, &r.msg, protocmp.Transform()); diff != "" {
+		t.Fatalf("decoded (-want +got):\n%s", diff)
+	}
+	if d.count != 3 {
+		t.Fatalf("%d names counted, want 3", d.count)
 	}
 	// The digest tells lists apart by their encoding.
 	other := proto.Clone(req).(*discovery.DiscoveryRequest)
@@ -153,8 +158,8 @@ func FuzzRawRequest(f *testing.F) {
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("scanner error %v, reference error %v", err, wantErr)
 		}
-		if err == nil && !proto.Equal(&r.msg, want) {
-			t.Fatalf("scanner decoded %v, reference %v", &r.msg, want)
+		if err == nil && !proto.Equal(&r.msg, want) { // the fast check; the diff only to report
+			t.Fatalf("scanner and reference differ (-reference +scanner):\n%s", cmp.Diff(want, &r.msg, protocmp.Transform()))
 		}
 	})
 }
@@ -202,8 +207,8 @@ func FuzzNodeSkipped(f *testing.F) {
 		if err == nil {
 			nodeBack(t, &got.node, &got.msg.Node)
 		}
-		if err == nil && !proto.Equal(&got.msg, want) {
-			t.Fatalf("delta: codec decoded %v, reference %v", &got.msg, want)
+		if err == nil && !proto.Equal(&got.msg, want) { // the fast check; the diff only to report
+			t.Fatalf("delta: codec and reference differ (-reference +codec):\n%s", cmp.Diff(want, &got.msg, protocmp.Transform()))
 		}
 		wantErr = lenientDecode(t, data, new(corev3.Node))
 		// A stream that remembers a node that decoded, then sees data

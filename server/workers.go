@@ -12,9 +12,9 @@ import (
 const workStall = 5 * time.Millisecond
 
 // workers runs streams' wake-ups on goroutines that live as long as any
-// stream is open, so their stacks stay grown to what a push needs (a
-// goroutine started for each wake-up grew its stack anew, about a tenth of
-// the CPU of a change at 5,000 clients). Up to size workers take tasks in
+// stream is open, so their stacks stay grown to what a push needs: a
+// goroutine started for each wake-up would grow its stack anew, a cost
+// paid per client on every change. Up to size workers take tasks in
 // order; when all are busy and none has finished a task for workStall, more
 // start (see checkStall), and leave once idle.
 //

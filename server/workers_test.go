@@ -5,6 +5,9 @@ import (
 	"time"
 )
 
+// testTimeout bounds every wait of the package's internal tests.
+const testTimeout = 10 * time.Second
+
 // Tasks stuck on clients that do not read delay the others by about
 // workStall, not until they are unstuck; once no stream is attached, the
 // workers end (goleak checks it for the package).
@@ -19,7 +22,7 @@ func TestWorkersStuckTasksDelayNobody(t *testing.T) {
 	p.submit(func() { close(ran) })
 	select {
 	case <-ran:
-	case <-time.After(10 * time.Second):
+	case <-time.After(testTimeout):
 		t.Fatal("a task waited behind stuck ones")
 	}
 	close(release)

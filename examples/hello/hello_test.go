@@ -28,7 +28,7 @@ func TestHello(t *testing.T) {
 	backendAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	dir := copyExampleConfig(t, backendAddr)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	addrs := startXDSD(ctx, t, dir)
 

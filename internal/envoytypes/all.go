@@ -15,7 +15,6 @@ import (
 	_ "github.com/cncf/xds/go/xds/service/orca/v3"
 	_ "github.com/cncf/xds/go/xds/type/matcher/v3"
 	_ "github.com/cncf/xds/go/xds/type/v3"
-	_ "github.com/envoyproxy/go-control-plane/envoy"
 	_ "github.com/envoyproxy/go-control-plane/envoy/admin/v2alpha"
 	_ "github.com/envoyproxy/go-control-plane/envoy/admin/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/api/v2"

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates all.go: a blank import of every package of the Envoy and xDS
 # API modules in go.mod. Run from the repository root after upgrading them.
+# Left out: go-control-plane/pkg, and the envoy module's root package, which
+# holds no messages and imports go-control-plane's caches.
 set -euo pipefail
 out=internal/envoytypes/all.go
 {
@@ -13,7 +15,7 @@ out=internal/envoytypes/all.go
   echo
   echo 'import ('
   go list -f '{{if .GoFiles}}{{.ImportPath}}{{end}}' github.com/envoyproxy/go-control-plane/envoy/... github.com/cncf/xds/go/... |
-    grep -v -e '/pkg/' -e 'annotations$' | sort | sed 's/.*/\t_ "&"/'
+    grep -v -e '/pkg/' -e 'annotations$' -e 'go-control-plane/envoy$' | sort | sed 's/.*/\t_ "&"/'
   echo ')'
 } > "$out"
 gofmt -w "$out"

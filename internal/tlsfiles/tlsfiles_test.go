@@ -119,7 +119,7 @@ func checkMax(addr string, roots *x509.CertPool, clientCert *tls.Certificate, ma
 		return nil, err
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var p peer.Peer
 	resp, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Peer(&p))

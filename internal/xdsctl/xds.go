@@ -140,8 +140,8 @@ func (f *xdsFlags) credentials(fs *flagSet) (credentials.TransportCredentials, e
 	return credentials.NewTLS(cfg), nil
 }
 
-// session is a client connection set up from the flags.
-type session struct {
+// xdsConn is a client connection set up from the flags.
+type xdsConn struct {
 	client  *client.Client
 	server  string
 	typeURL string
@@ -154,7 +154,7 @@ type session struct {
 
 // open validates the flags and builds the client. The caller closes
 // s.client.
-func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*session, error) {
+func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*xdsConn, error) {
 	if err := checkFormat(f.output); err != nil {
 		return nil, err
 	}
@@ -186,13 +186,13 @@ func (f *xdsFlags) open(fs *flagSet, stdout io.Writer, expiry time.Duration) (*s
 	if err != nil {
 		return nil, err
 	}
-	return &session{client: c, server: f.server, typeURL: url, short: short, printer: &printer{w: stdout, format: f.output}, tap: tp,
+	return &xdsConn{client: c, server: f.server, typeURL: url, short: short, printer: &printer{w: stdout, format: f.output}, tap: tp,
 		showSecrets: f.showSecrets}, nil
 }
 
 // updateEvent is the event printed for an update: its resource with
 // secret material redacted, unless --show-secrets.
-func (s *session) updateEvent(u client.Update) event {
+func (s *xdsConn) updateEvent(u client.Update) event {
 	m := u.Message
 	if !s.showSecrets {
 		m = redact.Message(m)
@@ -204,7 +204,7 @@ func (s *session) updateEvent(u client.Update) event {
 	return e
 }
 
-func (s *session) doesNotExistEvent(name string) event {
+func (s *xdsConn) doesNotExistEvent(name string) event {
 	return event{Event: eventDoesNotExist, Type: s.short, TypeURL: s.typeURL, Name: name}
 }
 
@@ -218,7 +218,7 @@ type funcWatcher struct {
 func (w funcWatcher) OnUpdate(u client.Update)   { w.update(u) }
 func (w funcWatcher) OnError(err error)          { w.err(err) }
 func (w funcWatcher) OnDoesNotExist(name string) { w.doesNotExist(name) }
-func (s *session) watch(names []string, w client.Watcher) (cancel func()) {
+func (s *xdsConn) watch(names []string, w client.Watcher) (cancel func()) {
 	if len(names) == 0 {
 		names = []string{"*"}
 	}
@@ -393,7 +393,7 @@ type fetched struct {
 // fetch waits until the answer for names (every resource when empty) is
 // known, or fails on a stream error, a rejected response, ctx's end or
 // timeout.
-func fetch(ctx context.Context, s *session, names []string, timeout time.Duration) (*fetched, error) {
+func fetch(ctx context.Context, s *xdsConn, names []string, timeout time.Duration) (*fetched, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	wanted := map[string]bool{}

@@ -13,10 +13,12 @@ import (
 	routerv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -54,8 +56,8 @@ func check(t *testing.T, in proto.Message, secrets, kept []string, want int) pro
 	t.Helper()
 	before := proto.Clone(in)
 	out := redact.Message(in)
-	if !proto.Equal(in, before) {
-		t.Error("the message given was modified")
+	if d := cmp.Diff(before, in, protocmp.Transform()); d != "" {
+		t.Errorf("the message given was modified (-before +after):\n%s", d)
 	}
 	js, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(out)
 	if err != nil {

@@ -76,9 +76,9 @@ func TestAddTreeSkipsDirectoryGone(t *testing.T) {
 
 // TestRewatchWithSubdirectoryUnwatched: when the directory's own name
 // changed (swapped), a subdirectory that cannot be watched is reported as
-// a WatcherError and the load goes on; it was taken for the directory gone,
-// and no load applied until the directory's name changed again (found by
-// the review of 3ac9115).
+// a WatcherError and the load goes on, rather than taken for the directory
+// gone, which would apply no load until the directory's name changed
+// again.
 func TestRewatchWithSubdirectoryUnwatched(t *testing.T) {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "sub"), 0o755); err != nil {

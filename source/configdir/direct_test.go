@@ -7,9 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // directSeeds are inputs at the edges of what decodeDirect takes.
@@ -111,8 +113,11 @@ func checkDirect(t *testing.T, m map[string]any) {
 	opts := proto.MarshalOptions{Deterministic: true}
 	a, _ := opts.Marshal(direct.Interface())
 	b, _ := opts.Marshal(slow)
-	if !proto.Equal(direct.Interface(), slow) || string(a) != string(b) {
-		t.Fatalf("%s:\ndecodeDirect: %v\nprotojson:    %v", js, direct.Interface(), slow)
+	if !proto.Equal(direct.Interface(), slow) { // the fast check; the diff only to report
+		t.Fatalf("%s: decodeDirect and protojson differ (-protojson +decodeDirect):\n%s", js, cmp.Diff(slow, direct.Interface(), protocmp.Transform()))
+	}
+	if string(a) != string(b) {
+		t.Fatalf("%s: decodeDirect's message encodes as\n%x\nprotojson's as\n%x", js, a, b)
 	}
 }
 

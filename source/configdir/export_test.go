@@ -9,6 +9,12 @@ import (
 	"time"
 )
 
+// testTimeout bounds every wait for something a test expects.
+const testTimeout = 10 * time.Second
+
+// TestTimeout is testTimeout, for the package's external tests.
+const TestTimeout = testTimeout
+
 // UsePortableWatcher makes Watch use fsnotify, as on platforms other than
 // Linux, until the test ends.
 func UsePortableWatcher(t testing.TB) {

@@ -29,7 +29,7 @@ func TestInotifyDropsMovedTree(t *testing.T) {
 	if err := os.Rename(filepath.Join(root, "p"), filepath.Join(elsewhere, "p")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testTimeout)
 	for {
 		select {
 		case nts := <-n.notices():

@@ -194,7 +194,7 @@ func parseEntry(it any) (*resource.Resource, error) {
 	}
 	// The message is read from its fields directly, not as an Any, which
 	// protojson would read twice and encode, to be decoded once more: that
-	// was most of the cost of a file.
+	// would be most of the cost of a file.
 	fields := make(map[string]any, len(m)-1)
 	for k, v := range m {
 		if k != "@type" {

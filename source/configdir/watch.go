@@ -23,8 +23,8 @@ const (
 
 // Settle bounds how long Watch waits after the last event of a long burst:
 // an eighth of the burst's length so far, when that is more than Debounce.
-// A writer that puts many files in place (100 endpoint files take a
-// generator some 5 to 10 ms) may pause for more than Debounce, descheduled,
+// A writer that puts many files in place (a generator writing hundreds of
+// endpoint files) may pause for more than Debounce, descheduled,
 // or the watcher's reading of events may fall behind it; a load in that
 // pause would push its change in two parts, the second a whole fan-out
 // later.

@@ -34,7 +34,7 @@ func TestHiddenNamesForgottenAtLoad(t *testing.T) {
 		f.Close()
 	}
 	// Take in the notices until the last run's close.
-	deadline := time.After(10 * time.Second)
+	deadline := time.After(testTimeout)
 	for closes := 0; closes < runs; {
 		select {
 		case nts := <-n.notices():

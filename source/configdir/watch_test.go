@@ -56,7 +56,7 @@ func (w *watching) next(t *testing.T) (*configdir.Result, error) {
 		return r, nil
 	case err := <-w.errs:
 		return nil, err
-	case <-time.After(10 * time.Second):
+	case <-time.After(configdir.TestTimeout):
 		t.Fatal("no reload within 10s")
 	}
 	return nil, nil
@@ -663,7 +663,7 @@ func TestWatchRejectionHeld(t *testing.T) {
 			if !strings.Contains(err.Error(), "EDS cluster has no endpoints") {
 				t.Fatalf("held %v", err)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(configdir.TestTimeout):
 			t.Fatal("no rejection held")
 		}
 		write(t, dir, "b-endpoints.yaml", endpointsOnly)
@@ -810,7 +810,7 @@ func TestWatchReturnsWhenWatcherStops(t *testing.T) {
 			if err == nil {
 				t.Fatalf("errors channel closed %v: Watch returned no error", errs)
 			}
-		case <-time.After(10 * time.Second):
+		case <-time.After(configdir.TestTimeout):
 			t.Fatalf("errors channel closed %v: Watch still running", errs)
 		}
 	}

@@ -32,6 +32,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // wait bounds every wait for a replica.
 const wait = 20 * time.Second
 
+// refusalWait bounds an operation that etcd is expected to refuse at once.
+const refusalWait = 2 * time.Second
+
 // clusterFile is a file with an EDS cluster named name.
 func clusterFile(name string) []byte {
 	return fmt.Appendf(nil, `resources:
@@ -590,7 +593,7 @@ func TestReplicaTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer anon.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), refusalWait)
 	defer cancel()
 	if _, err := etcdstore.Apply(ctx, anon, "", etcdstore.Change{Files: service("a", 1002)}); err == nil {
 		t.Fatal("a client without a certificate wrote to an etcd that requires one")

@@ -5,7 +5,6 @@ import (
 	"net"
 	"slices"
 	"testing"
-	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -37,7 +36,7 @@ func TestFloorSubsets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cc.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	ads := discovery.NewAggregatedDiscoveryServiceClient(cc)
 

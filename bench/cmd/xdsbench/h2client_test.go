@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -55,7 +54,7 @@ func TestH2StreamFlowControl(t *testing.T) {
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, echoADS{nonceLen: 150_000})
 	go func() { _ = gs.Serve(lis) }() // ends with gs.Stop
 	defer gs.Stop()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var read atomic.Int64
 	st, err := dialH2[*discovery.DiscoveryRequest](ctx, lis.Addr().String(), sotwPath, 65535, &read, newSotWResponse)

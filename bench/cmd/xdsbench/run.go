@@ -340,8 +340,7 @@ func passOrder(servers []string, pass int) []string {
 // discards it. The clients of the load tool grow its heap and goroutine
 // stacks to their working size in their first sync; a server measured
 // first would otherwise pay for that in its sync time and the load tool's
-// CPU, which it shares (measured: the same xdsd binary took 3.14 s first
-// and 2.75 s third in one invocation).
+// CPU, which it shares.
 func warmUp(ctx context.Context, o options, e env, logf func(string, ...any)) error {
 	w := o
 	w.rounds, w.pprofDir = 0, ""
@@ -528,9 +527,8 @@ func runServer(ctx context.Context, o options, e env, name, mode string) (res *r
 	}
 	// This process's RSS is its clients' live memory, not the garbage of
 	// the sync: read once it has returned that, after the rounds. Returned
-	// before them, the first round paid for faulting it back in, and its
-	// clients' buffers anew (at 1,000 × 1,000, 64-79 ms against 40 ms for
-	// the rounds after, the server's CPU the same).
+	// before them, the first round would pay for faulting it back in, and
+	// for its clients' buffers anew, and be slower than the rounds after.
 	debug.FreeOSMemory()
 	res.ClientRSS, _, _ = memStatus(os.Getpid())
 	if o.pprofDir != "" {

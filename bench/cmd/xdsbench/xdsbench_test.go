@@ -12,6 +12,13 @@ import (
 	"go.uber.org/goleak"
 )
 
+const (
+	// testTimeout bounds every wait for something a test expects.
+	testTimeout = 30 * time.Second
+	// runTimeout bounds a whole run of the load tool against its servers.
+	runTimeout = 2 * time.Minute
+)
+
 // TestMain lets the test binary stand in for xdsbench when the benchmark
 // re-executes itself as a server under test (serve-* subcommands).
 func TestMain(m *testing.M) {
@@ -55,7 +62,7 @@ func endToEnd(t *testing.T, client string) {
 	o.clients, o.clusters, o.changes, o.rounds = 20, 10, 2, 1
 	o.quiet = 50 * time.Millisecond
 	o.workDir = t.TempDir()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), runTimeout)
 	defer cancel()
 	results, err := run(ctx, o, t.Logf)
 	if err != nil {

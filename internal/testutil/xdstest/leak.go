@@ -20,8 +20,8 @@ import (
 //     Close. ClientConn.Close runs resolver.Close and waits for it, and
 //     xDS client Close closes the ADS stream, the channel to the management
 //     server and waits for its own serializer. So once ClientConn.Close
-//     returns, no xDS-client goroutine is left (measured: zero grpc-go
-//     goroutines right after Close, with the management server up or down).
+//     returns, no xDS-client goroutine is left, with the management server
+//     up or down.
 //   - Each [NewClient] ClientConn has its own pool (xds.NewXDSResolverWithConfigForTesting),
 //     so no process-global xDS client outlives a test. The global pool
 //     (env-var bootstrap) is never touched.

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
@@ -145,7 +144,7 @@ func TestEndToEnd(t *testing.T) {
 
 	cc := Dial(t, "xds:///"+target, Bootstrap(adsAddr, "test-node"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	seen := map[string]bool{}
 	for len(seen) < 2 {
@@ -209,7 +208,7 @@ func TestNack(t *testing.T) {
 			ads, adsAddr, _ := startFakeADS(t, res.ByType())
 			cc := Dial(t, "xds:///"+target, Bootstrap(adsAddr, "test-node"))
 
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 			defer cancel()
 			// A fail-fast RPC blocks while the channel resolves, then
 			// fails with the NACK text once it is in TRANSIENT_FAILURE.
@@ -257,7 +256,7 @@ func TestManagementServerGoneFirst(t *testing.T) {
 	_, adsAddr, stopADS := startFakeADS(t, DefaultResources(target, addr).ByType())
 	cc := Dial(t, "xds:///"+target, Bootstrap(adsAddr, "test-node"))
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	if id, err := CallBackend(ctx, cc); err != nil || id != addr {
 		t.Fatalf("CallBackend = %q, %v; want %q", id, err, addr)

@@ -1,8 +1,7 @@
-package client_test
+package clientinterop_test
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -14,11 +13,20 @@ import (
 	cachev3 "github.com/envoyproxy/go-control-plane/pkg/cache/v3"
 	resourcev3 "github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	serverv3 "github.com/envoyproxy/go-control-plane/pkg/server/v3"
+	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
 	"github.com/xdsd/xdsd/client"
+	"github.com/xdsd/xdsd/internal/testutil/clienttest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	xdsresource "github.com/xdsd/xdsd/resource"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	cds = xdsresource.ClusterType
+	eds = xdsresource.EndpointType
 )
 
 // gcpServer is go-control-plane's xDS server on loopback, with callbacks
@@ -69,27 +77,13 @@ func startGCP(t *testing.T, c cachev3.Cache) *gcpServer {
 		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // after the server's stop, which rawxds.Serve registers later
 	srv := serverv3.NewServer(ctx, c, cb)
 	gs := grpc.NewServer()
 	discovery.RegisterAggregatedDiscoveryServiceServer(gs, srv)
 	clusterservice.RegisterClusterDiscoveryServiceServer(gs, srv)
 	endpointservice.RegisterEndpointDiscoveryServiceServer(gs, srv)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = gs.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		gs.Stop()
-		cancel()
-		<-done
-	})
-	g.addr = lis.Addr().String()
+	g.addr = rawxds.Serve(t, gs)
 	return g
 }
 
@@ -149,71 +143,71 @@ func gcpSnapshot(t *testing.T, version string, ports map[string]uint32) *cachev3
 
 func TestInteropGCP(t *testing.T) {
 	ctx := context.Background()
-	forEachVariant(t, func(t *testing.T, v variant) {
+	clienttest.ForEachVariant(t, func(t *testing.T, v clienttest.Variant) {
 		t.Run("snapshot_cache_C1_C3_C5", func(t *testing.T) {
-			sc := cachev3.NewSnapshotCache(v.ads, cachev3.IDHash{}, nil)
+			sc := cachev3.NewSnapshotCache(v.ADS, cachev3.IDHash{}, nil)
 			g := startGCP(t, sc)
-			node := "test-" + v.name
+			node := "test-" + v.Name
 			set := func(version string, ports map[string]uint32) {
 				if err := sc.SetSnapshot(ctx, node, gcpSnapshot(t, version, ports)); err != nil {
 					t.Fatal(err)
 				}
 			}
 			set("1", map[string]uint32{"a": 1})
-			tp := &tap{}
-			c := newClient(t, g.addr, v, func(c *client.Config) {
+			tp := &clienttest.Tap{}
+			c := clienttest.NewClient(t, g.addr, v, func(c *client.Config) {
 				c.Transport = tp
-				c.Validate = rejectPort(2)
+				c.Validate = clienttest.RejectPort(2)
 				// go-control-plane's SotW snapshot cache takes "*" for
 				// a name; it knows the wildcard by its legacy form only.
 				c.LegacyWildcard = true
 			})
-			rc, re := newRecorder(), newRecorder()
+			rc, re := clienttest.NewRecorder(), clienttest.NewRecorder()
 			defer c.Watch(cds, "*", rc)()
 			defer c.Watch(eds, "a", re)()
 			// The endpoints of every cluster, as Envoy asks: in ADS mode
 			// go-control-plane answers only requests naming them all.
-			defer c.Watch(eds, "b", newRecorder())()
-			rc.wantUpdate(t, "a")
-			if u := re.wantUpdate(t, "a"); port(u) != 1 {
-				t.Fatalf("port %d, want 1", port(u))
+			defer c.Watch(eds, "b", clienttest.NewRecorder())()
+			rc.WantUpdate(t, "a")
+			if u := re.WantUpdate(t, "a"); clienttest.Port(u) != 1 {
+				t.Fatalf("port %d, want 1", clienttest.Port(u))
 			}
-			if !v.delta {
-				eventually(t, "EDS version 1 ACKed", func() bool { return g.ackedVersion(eds) == "1" })
+			if !v.Delta {
+				clienttest.Eventually(t, "EDS version 1 ACKed", func() bool { return g.ackedVersion(eds) == "1" })
 			}
 
 			// C1: go-control-plane's callbacks see the NACK, with the nonce
 			// of the response it rejects; the last valid endpoints stay.
 			set("2", map[string]uint32{"a": 2})
-			e := re.waitFor(t, "error", func(e event) bool { return e.kind == "error" })
-			if !strings.Contains(e.err.Error(), "port 2 rejected") {
-				t.Fatalf("error %v, want the validation error", e.err)
+			e := re.WaitFor(t, "error", func(e clienttest.Event) bool { return e.Kind == "error" })
+			if !strings.Contains(e.Err.Error(), "port 2 rejected") {
+				t.Fatalf("error %v, want the validation error", e.Err)
 			}
-			eventually(t, "the server sees the NACK", func() bool { return len(g.nacksOf(eds, "port 2 rejected")) > 0 })
+			clienttest.Eventually(t, "the server sees the NACK", func() bool { return len(g.nacksOf(eds, "port 2 rejected")) > 0 })
 			if n := g.nacksOf(eds, "port 2 rejected")[0]; n.nonce == "" {
 				t.Fatalf("NACK %+v carries no nonce", n)
 			}
 
 			set("3", map[string]uint32{"a": 3, "b": 3})
-			rc.wantUpdate(t, "b")
-			u := re.waitFor(t, "port 3", func(e event) bool { return e.kind == "update" && port(e.update) == 3 })
-			if u.name != "a" {
-				t.Fatalf("update of %q, want a", u.name)
+			rc.WantUpdate(t, "b")
+			u := re.WaitFor(t, "port 3", func(e clienttest.Event) bool { return e.Kind == "update" && clienttest.Port(e.Update) == 3 })
+			if u.Name != "a" {
+				t.Fatalf("update of %q, want a", u.Name)
 			}
 
 			// C3: b is gone from the full state.
 			set("4", map[string]uint32{"a": 3})
-			rc.wantDNE(t, "b")
+			rc.WantDNE(t, "b")
 
 			// C5: after a lost connection the client resubscribes and
 			// keeps receiving.
 			opens := g.numOpens()
-			tp.breakStreams()
-			eventually(t, "streams reopened", func() bool { return g.numOpens() > opens })
+			tp.BreakStreams()
+			clienttest.Eventually(t, "streams reopened", func() bool { return g.numOpens() > opens })
 			set("5", map[string]uint32{"a": 5})
-			re.waitFor(t, "port 5", func(e event) bool { return e.kind == "update" && port(e.update) == 5 })
-			if !v.delta {
-				eventually(t, "EDS version 5 ACKed", func() bool { return g.ackedVersion(eds) == "5" })
+			re.WaitFor(t, "port 5", func(e clienttest.Event) bool { return e.Kind == "update" && clienttest.Port(e.Update) == 5 })
+			if !v.Delta {
+				clienttest.Eventually(t, "EDS version 5 ACKed", func() bool { return g.ackedVersion(eds) == "5" })
 			}
 		})
 
@@ -223,36 +217,38 @@ func TestInteropGCP(t *testing.T) {
 			if err := lc.UpdateResource("a", gcpRes(rawxds.Endpoints("a", 1))); err != nil {
 				t.Fatal(err)
 			}
-			c := newClient(t, g.addr, v, func(c *client.Config) { c.Validate = rejectPort(2) })
-			ra, rb := newRecorder(), newRecorder()
+			c := clienttest.NewClient(t, g.addr, v, func(c *client.Config) { c.Validate = clienttest.RejectPort(2) })
+			ra, rb := clienttest.NewRecorder(), clienttest.NewRecorder()
 			defer c.Watch(eds, "a", ra)()
 			defer c.Watch(eds, "b", rb)()
-			if u := ra.wantUpdate(t, "a"); port(u) != 1 {
-				t.Fatalf("port %d, want 1", port(u))
+			if u := ra.WantUpdate(t, "a"); clienttest.Port(u) != 1 {
+				t.Fatalf("port %d, want 1", clienttest.Port(u))
 			}
 			if err := lc.UpdateResource("b", gcpRes(rawxds.Endpoints("b", 7))); err != nil {
 				t.Fatal(err)
 			}
-			rb.wantUpdate(t, "b")
+			rb.WantUpdate(t, "b")
 
 			if err := lc.UpdateResource("a", gcpRes(rawxds.Endpoints("a", 2))); err != nil {
 				t.Fatal(err)
 			}
-			ra.waitFor(t, "error", func(e event) bool { return e.kind == "error" && strings.Contains(e.err.Error(), "port 2 rejected") })
-			eventually(t, "the server sees the NACK", func() bool { return len(g.nacksOf(eds, "port 2 rejected")) > 0 })
+			ra.WaitFor(t, "error", func(e clienttest.Event) bool {
+				return e.Kind == "error" && strings.Contains(e.Err.Error(), "port 2 rejected")
+			})
+			clienttest.Eventually(t, "the server sees the NACK", func() bool { return len(g.nacksOf(eds, "port 2 rejected")) > 0 })
 
 			if err := lc.UpdateResource("a", gcpRes(rawxds.Endpoints("a", 3))); err != nil {
 				t.Fatal(err)
 			}
-			ra.waitFor(t, "port 3", func(e event) bool { return e.kind == "update" && port(e.update) == 3 })
+			ra.WaitFor(t, "port 3", func(e clienttest.Event) bool { return e.Kind == "update" && clienttest.Port(e.Update) == 3 })
 
-			if v.delta {
+			if v.Delta {
 				// Delta says what was removed; SotW EDS missing means
 				// nothing (C3).
 				if err := lc.DeleteResource("b"); err != nil {
 					t.Fatal(err)
 				}
-				rb.wantDNE(t, "b")
+				rb.WantDNE(t, "b")
 			}
 		})
 	})
