@@ -10,10 +10,10 @@ import (
 	"strings"
 
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
-	"gopkg.in/yaml.v3"
 
 	// Every Envoy and xDS message, so that the Any fields nested in
 	// resources (typed_config, ...) can be written and read as JSON, YAML

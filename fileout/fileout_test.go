@@ -17,9 +17,9 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
-	"gopkg.in/yaml.v3"
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/fileout"

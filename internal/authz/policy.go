@@ -41,7 +41,7 @@ import (
 	"regexp"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Policy is a parsed authorization policy. It is immutable and safe for

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-	"gopkg.in/yaml.v3"
 )
 
 // TestPrinterYAMLRoundTrips checks that the YAML of an event reads back

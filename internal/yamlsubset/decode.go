@@ -1,5 +1,5 @@
 // Package yamlsubset decodes the plain subset of YAML that configuration
-// files nearly always use, exactly as gopkg.in/yaml.v3 decodes it into an
+// files nearly always use, exactly as go.yaml.in/yaml/v3 decodes it into an
 // interface{} value, at a small fraction of its cost.
 //
 // The subset: block mappings and sequences (a sequence may sit at its
@@ -22,7 +22,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Documents decodes data's YAML documents as yaml.v3 decodes each into a
