@@ -52,7 +52,13 @@ type Type struct {
 	// every upsert: the referrer (listener) goes before what it refers to
 	// (routes, clusters), and endpoints go last.
 	RemovalOrder int
+	// Rewarms is the type of the resources that an updated resource of
+	// this type depends on and must be sent again after it, because its
+	// warming ends only with them: a Cluster's ClusterLoadAssignment
+	// (PROTOCOL O2). Nil for the other types.
+	Rewarms *Type
 
+	rewarms    string // Rewarms' URL, resolved once the table is made
 	newMessage func() proto.Message
 	name       func(proto.Message) string
 }
@@ -68,7 +74,7 @@ func (t *Type) New() proto.Message { return t.newMessage() }
 func (t *Type) String() string { return t.Short }
 
 var types = []*Type{
-	{URL: ClusterType, Short: "cds", FullState: true, Wildcard: true, Order: 0, RemovalOrder: 6,
+	{URL: ClusterType, Short: "cds", FullState: true, Wildcard: true, Order: 0, RemovalOrder: 6, rewarms: EndpointType,
 		newMessage: func() proto.Message { return new(clusterv3.Cluster) },
 		name:       func(m proto.Message) string { return m.(*clusterv3.Cluster).GetName() }},
 	{URL: EndpointType, Short: "eds", Order: 1, RemovalOrder: 7,
@@ -97,10 +103,22 @@ var types = []*Type{
 		name:       func(m proto.Message) string { return m.(*runtimev3.Runtime).GetName() }},
 }
 
+// NumTypes is the number of types; every Order and RemovalOrder is below
+// it, so that per-type state can be an array indexed by Order.
+const NumTypes = 9
+
 var byURL = func() map[string]*Type {
 	m := make(map[string]*Type, len(types))
 	for _, t := range types {
+		if t.Order >= NumTypes || t.RemovalOrder >= NumTypes {
+			panic("resource: NumTypes is less than the types' orders")
+		}
 		m[t.URL] = t
+	}
+	for _, t := range types {
+		if t.rewarms != "" {
+			t.Rewarms = m[t.rewarms]
+		}
 	}
 	return m
 }()

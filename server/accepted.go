@@ -45,7 +45,7 @@ type heldBefore struct {
 type ttlKey struct{ _ byte }
 
 // ttlKeys holds a ttlKey per type order.
-var ttlKeys [16]ttlKey
+var ttlKeys [resource.NumTypes]ttlKey
 
 // hasTTLs reports whether snap has a resource of t with a TTL, worked out
 // once per snapshot.

@@ -13,8 +13,8 @@ import (
 // counters are the server's running totals; all fields are atomic.
 type counters struct {
 	responses atomic.Uint64
-	acks      [16]atomic.Uint64 // by type Order
-	nacks     [16]atomic.Uint64
+	acks      [resource.NumTypes]atomic.Uint64 // by type Order
+	nacks     [resource.NumTypes]atomic.Uint64
 	latency   metrics.Histogram
 }
 
@@ -48,7 +48,7 @@ func (s *Server) WritePrometheus(w io.Writer) {
 	metrics.WriteSingle(w, "xdsd_responses_total", "counter", "xDS responses sent.", float64(s.metrics.responses.Load()))
 	for _, m := range []struct {
 		name, help string
-		v          *[16]atomic.Uint64
+		v          *[resource.NumTypes]atomic.Uint64
 	}{
 		{"xdsd_acks_total", "ACKs received, by type.", &s.metrics.acks},
 		{"xdsd_nacks_total", "NACKs received, by type.", &s.metrics.nacks},

@@ -48,7 +48,7 @@ func (st *stream) push() error {
 		return nil
 	}
 	st.held = false
-	var buf [16]slot // one per type: no allocation per push
+	var buf [resource.NumTypes]slot // one per type: no allocation per push
 	slots := buf[:0]
 	upserts, removals := 0, 0
 	for _, t := range st.order() {
@@ -80,10 +80,10 @@ func (st *stream) push() error {
 		// Removals ride along when nothing else is waiting to go first.
 		merge := st.only != nil || len(s.w.removals) == 0 ||
 			(upserts == 1 && removals == 1 && !st.warm.holdsRemovals(st) && !st.warm.waitsFor(st, s.w.upserts))
-		if s.ts.t == cdsType && st.only == nil && st.rewarm(s.ts, s.w.upserts) {
-			// The endpoints to send again go right after the clusters.
+		if s.ts.t.Rewarms != nil && st.only == nil && st.rewarm(s.ts, s.w.upserts) {
+			// What to send again goes right after what depends on it.
 			for j := i + 1; j < len(slots); j++ {
-				if e := &slots[j]; e.ts.t == edsType {
+				if e := &slots[j]; e.ts.t == s.ts.t.Rewarms {
 					had := len(e.w.upserts) > 0 || st.needsFirst(e.ts)
 					if e.w = e.ts.evaluate(st.snap); !had && len(e.w.upserts) > 0 {
 						upserts++

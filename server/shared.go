@@ -78,7 +78,7 @@ type canonicalKey struct {
 	flags uint8
 }
 
-var canonicalKeys [16][256]canonicalKey
+var canonicalKeys [resource.NumTypes][256]canonicalKey
 
 func init() {
 	for order := range canonicalKeys {
@@ -252,7 +252,7 @@ func (l *keyList) sharedWork(snap *cache.Snapshot, t *resource.Type, wildcard, r
 
 // wholeKeys are the memo keys of allItems, by type order (used by
 // address, as canonicalKeys).
-var wholeKeys [16]struct{ order int }
+var wholeKeys [resource.NumTypes]struct{ order int }
 
 // allItems returns an upsert of every resource of t in snap, in its order:
 // made once per snapshot, shared by every stream sent them all, so read

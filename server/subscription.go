@@ -465,7 +465,7 @@ func (ts *typeState) settleEach(w work, withRemovals bool, snap *cache.Snapshot)
 // type's Order, and in the order they were made: every ACK walks them,
 // and a slice is far cheaper to walk than a map.
 type typeStates struct {
-	byOrder [16]*typeState
+	byOrder [resource.NumTypes]*typeState
 	list    []*typeState
 }
 

@@ -165,23 +165,24 @@ func (g *warmGate) clear() {
 	g.deadline = time.Time{}
 }
 
-// rewarm marks for sending again the endpoints the client holds of the
-// clusters in sent that it has an earlier version of. An updated cluster
-// warms again, and its warming ends only with its ClusterLoadAssignment
-// (PROTOCOL O2; seed 003: "Clusters are warmed when adding/removing/
-// updating clusters"). Envoy asks again with a list of endpoint names that
-// has not changed (SotW) or does not ask at all (incremental): unanswered,
-// the updated cluster would wait out initial_fetch_timeout. Call it before
-// the clusters are sent, with the stream's lock held; it reports whether
-// it marked any.
+// rewarm marks for sending again the resources of type clusters.t.Rewarms
+// (endpoints) the client holds of the resources in sent (clusters) that it
+// has an earlier version of. An updated cluster warms again, and its
+// warming ends only with its ClusterLoadAssignment (PROTOCOL O2; seed 003:
+// "Clusters are warmed when adding/removing/updating clusters"). Envoy asks
+// again with a list of endpoint names that has not changed (SotW) or does
+// not ask at all (incremental): unanswered, the updated cluster would wait
+// out initial_fetch_timeout. Call it before the clusters are sent, with
+// the stream's lock held; it reports whether it marked any.
 func (st *stream) rewarm(clusters *typeState, sent []item) bool {
-	eds := st.types.get(edsType)
+	dep := clusters.t.Rewarms
+	eds := st.types.get(dep)
 	if eds == nil || !eds.active {
 		return false
 	}
 	marked := false
 	for _, it := range sent {
-		if it.res == nil || it.res.DependsOnType != edsType {
+		if it.res == nil || it.res.DependsOnType != dep {
 			continue
 		}
 		before, ok := clusters.heldAt(it.key)
