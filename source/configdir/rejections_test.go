@@ -2,18 +2,14 @@ package configdir_test
 
 import (
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
 
+	"github.com/xdsd/xdsd/internal/testutil/golden"
 	"github.com/xdsd/xdsd/source/configdir"
 )
-
-// update rewrites the golden files of this package's tests.
-var update = flag.Bool("update", false, "rewrite testdata/*.golden with what the tests produce")
 
 // rejected are configurations, each a set of files, that the loader
 // refuses; testdata/rejections.golden holds what it says of each.
@@ -89,47 +85,7 @@ func TestRejectionMessages(t *testing.T) {
 		}
 		b.WriteString("== " + tc.name + "\n" + err.Error() + "\n")
 	}
-	golden(t, filepath.Join("testdata", "rejections.golden"), b.String())
-}
-
-// golden compares got with the file at path, or writes it with -update.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (write it with -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("not %s's (rewrite it with -update if the change is meant):\n%s", path, lineByLine(string(want), got))
-	}
-}
-
-// lineByLine shows the lines where want and got differ.
-func lineByLine(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := range max(len(w), len(g)) {
-		var wl, gl string
-		if i < len(w) {
-			wl = w[i]
-		}
-		if i < len(g) {
-			gl = g[i]
-		}
-		if wl != gl {
-			b.WriteString("- " + wl + "\n+ " + gl + "\n")
-		}
-	}
-	return b.String()
+	golden.Check(t, filepath.Join("testdata", "rejections.golden"), b.String())
 }
 
 // FuzzParseFile: ParseFile takes any file without panicking, and what it
