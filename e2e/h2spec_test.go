@@ -3,20 +3,17 @@ package e2e_test
 import (
 	"context"
 	"encoding/xml"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
-)
 
-// updateH2Spec rewrites the expected results of TestH2Spec.
-var updateH2Spec = flag.Bool("update-h2spec", false, "rewrite testdata/h2spec/*.txt with h2spec's results")
+	"github.com/xdsd/xdsd/internal/testutil/golden"
+)
 
 // h2specTimeout bounds one h2spec run against one transport.
 const h2specTimeout = 5 * time.Minute
@@ -25,7 +22,7 @@ const h2specTimeout = 5 * time.Minute
 // (github.com/summerwind/h2spec, which .ci/run installs), against xdsd's
 // xDS port on its own transport, and compares the cases that fail with
 // those pinned in testdata/h2spec/<transport>.txt: a change that makes a
-// case pass or fail shows, and the pin is updated with -update-h2spec.
+// case pass or fail shows, and the pin is rewritten with -update.
 // h2spec speaks plain HTTP/2, not gRPC: a gRPC server answers its requests
 // with a trailers-only error and ends the stream, which some cases, written
 // for servers that send a body, count as failures.
@@ -65,22 +62,7 @@ func TestH2Spec(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%v\n%s", err, out)
 			}
-			pin := filepath.Join("testdata", "h2spec", transport+".txt")
-			got := strings.Join(failed, "\n") + "\n"
-			if *updateH2Spec {
-				if err := os.WriteFile(pin, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(pin)
-			if err != nil {
-				t.Fatalf("%v (write it with -update-h2spec)", err)
-			}
-			if got != string(want) {
-				t.Fatalf("h2spec's failing cases on the %s transport are not those of %s:\n%s\nh2spec's output:\n%s",
-					transport, pin, lineDiff(strings.Split(strings.TrimSuffix(string(want), "\n"), "\n"), failed), out)
-			}
+			golden.Check(t, filepath.Join("testdata", "h2spec", transport+".txt"), strings.Join(failed, "\n")+"\n")
 		})
 	}
 }
@@ -123,20 +105,4 @@ func h2specFailures(path string) ([]string, error) {
 		return nil, fmt.Errorf("h2spec's report %s lists no case", path)
 	}
 	return failed, nil
-}
-
-// lineDiff lists the lines only in want ("- ") and only in got ("+ ").
-func lineDiff(want, got []string) string {
-	var b strings.Builder
-	for _, l := range want {
-		if !slices.Contains(got, l) {
-			fmt.Fprintf(&b, "- %s (pinned as failing, now passes)\n", l)
-		}
-	}
-	for _, l := range got {
-		if !slices.Contains(want, l) {
-			fmt.Fprintf(&b, "+ %s (fails, not pinned)\n", l)
-		}
-	}
-	return b.String()
 }
