@@ -3,40 +3,24 @@ package authz
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"log/slog"
-	"os"
-	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/xdsd/xdsd/internal/filestamp"
+	"github.com/xdsd/xdsd/internal/reread"
 )
 
 // File is a policy file, read again when it changes. It is safe for
 // concurrent use.
 //
-// A change is seen at the next Policy call (each Authorize, each Status),
-// which compares the file's os.Stat (identity, size, modification and
-// change times) with the one last read, so a file renamed over it, a
-// Kubernetes Secret's link swap and a rewrite in place all count. A change
-// that does not parse (or a file gone) is logged once per version of the
-// file and recorded (Status); the last good policy stays.
-type File struct {
-	path string
-	log  *slog.Logger
-
-	mu       sync.Mutex // guards the fields below
-	policy   *Policy
-	stamp    fs.FileInfo // of the version policy or the last failure was read from
-	loadedAt time.Time   // when policy was read
-	lastErr  error       // why the latest version of the file was refused; nil if it was not
-	errAt    time.Time
-	ok, bad  uint64 // reloads (after Open) that took and that failed
-}
+// A change is seen at the next Policy call (each Authorize, each Status;
+// see package reread). A change that does not parse (or a file gone) is
+// logged once per version of the file and recorded (Status); the last
+// good policy stays.
+type File struct{ f *reread.File[*Policy] }
 
 // FileStatus tells how a policy file's reads went.
 type FileStatus struct {
@@ -60,58 +44,29 @@ type FileStatus struct {
 // be read or does not parse. log receives the rereads and their failures;
 // nil means slog.Default().
 func Open(path string, log *slog.Logger) (*File, error) {
-	if log == nil {
-		log = slog.Default()
-	}
-	f := &File{path: path, log: log}
-	st, p, err := f.read()
+	f, err := reread.Open(path, "authz policy", func(b []byte) (*Policy, error) {
+		p, err := Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return p, nil
+	}, log)
 	if err != nil {
 		return nil, err
 	}
-	f.stamp, f.policy, f.loadedAt = st, p, time.Now()
-	return f, nil
+	return &File{f}, nil
 }
 
 // Policy returns the policy in force, first reading the file again if it
 // changed since it was last read.
-func (f *File) Policy() *Policy {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	st, err := os.Stat(f.path)
-	if err == nil && filestamp.Same(st, f.stamp) {
-		return f.policy
-	}
-	if err == nil {
-		var p *Policy
-		if st, p, err = f.read(); err == nil {
-			f.policy, f.stamp, f.loadedAt, f.lastErr = p, st, time.Now(), nil
-			f.ok++
-			f.log.Info("authz: read the changed policy file", "file", f.path, "rules", p.Rules())
-			return f.policy
-		}
-	} else {
-		err = fmt.Errorf("authz policy: %w", err)
-	}
-	if f.lastErr == nil || !filestamp.Same(st, f.stamp) { // once per version of the file
-		f.bad++
-		f.lastErr, f.errAt = err, time.Now()
-		f.log.Error("authz: the changed policy file is refused; the last good policy stays", "file", f.path, "error", err)
-	}
-	f.stamp = st
-	return f.policy
-}
+func (f *File) Policy() *Policy { return f.f.Value() }
 
 // Status reads the file again if it changed, and tells how its reads
 // went.
 func (f *File) Status() FileStatus {
-	p := f.Policy()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	s := FileStatus{Path: f.path, Rules: p.Rules(), LoadedAt: f.loadedAt, ReloadsOK: f.ok, ReloadsFailed: f.bad}
-	if f.lastErr != nil {
-		s.LastError, s.LastErrorAt = f.lastErr.Error(), f.errAt
-	}
-	return s
+	st := f.f.Status()
+	return FileStatus{Path: f.f.Path(), Rules: f.Policy().Rules(), LoadedAt: st.LoadedAt, LastError: st.LastError,
+		LastErrorAt: st.LastErrorAt, ReloadsOK: st.ReloadsOK, ReloadsFailed: st.ReloadsFailed}
 }
 
 // Authorize decides, by the policy in force, whether the client of ctx
@@ -124,22 +79,4 @@ func (f *File) Authorize(ctx context.Context, node *corev3.Node) error {
 		return status.Error(codes.PermissionDenied, d.Reason)
 	}
 	return nil
-}
-
-// read stats the file, then reads and parses it. The stat comes first: a
-// file being written as it is read shows up as changed again next time.
-func (f *File) read() (fs.FileInfo, *Policy, error) {
-	st, err := os.Stat(f.path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("authz policy: %w", err)
-	}
-	b, err := os.ReadFile(f.path)
-	if err != nil {
-		return st, nil, fmt.Errorf("authz policy: %w", err)
-	}
-	p, err := Parse(b)
-	if err != nil {
-		return st, nil, fmt.Errorf("%s: %w", f.path, err)
-	}
-	return st, p, nil
 }

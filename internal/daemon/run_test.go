@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/xdsd/xdsd/internal/testutil/poll"
 )
 
 // waitTimeout bounds every wait of these tests.
@@ -54,17 +56,7 @@ func startDaemon(t *testing.T, o Options) Addrs {
 // waitTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	poll.Until(t, waitTimeout, what, cond)
 }
 
 // get sends GET path to the admin address with the bearer token, if any,

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/testutil/poll"
 	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -136,17 +137,7 @@ func startXDSD(t *testing.T, o daemon.Options) daemon.Addrs {
 // waitTimeout.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	poll.Until(t, waitTimeout, what, cond)
 }
 
 // syncBuffer is a buffer safe for concurrent use that tells waiters about

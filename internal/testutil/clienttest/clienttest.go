@@ -23,6 +23,7 @@ import (
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/client/grpctransport"
 	"github.com/xdsd/xdsd/client/transport"
+	"github.com/xdsd/xdsd/internal/testutil/poll"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/resource"
 )
@@ -114,16 +115,7 @@ func Port(u client.Update) uint32 {
 // within Timeout.
 func Eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.After(Timeout)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("%s: not within %v", what, Timeout)
-		}
-	}
+	poll.Until(t, Timeout, what, cond)
 }
 
 // Event is one watcher callback.
