@@ -19,7 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
 )

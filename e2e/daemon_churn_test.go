@@ -18,7 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/client"
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/resource"
 )
 

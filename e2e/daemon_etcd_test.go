@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
+	"github.com/xdsd/xdsd/internal/app/xdsctl"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
-	"github.com/xdsd/xdsd/internal/xdsctl"
 	"github.com/xdsd/xdsd/source/etcdstore"
 )
 

@@ -22,10 +22,10 @@ import (
 
 	"github.com/xdsd/xdsd/client"
 	"github.com/xdsd/xdsd/client/grpctransport"
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
+	"github.com/xdsd/xdsd/internal/app/xdsctl"
 	"github.com/xdsd/xdsd/internal/testutil/etcdtest"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
-	"github.com/xdsd/xdsd/internal/xdsctl"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/source/etcdstore"
 )

@@ -13,7 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/anypb"
 
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
 	_ "github.com/xdsd/xdsd/internal/envoytypes" // every Envoy type, for Anys in JSON
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
 )

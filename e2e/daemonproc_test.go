@@ -22,7 +22,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/anypb"
 
-	xdsdaemon "github.com/xdsd/xdsd/internal/daemon"
+	xdsdaemon "github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/resource"
 )
 

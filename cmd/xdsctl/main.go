@@ -11,7 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/xdsd/xdsd/internal/xdsctl"
+	"github.com/xdsd/xdsd/internal/app/xdsctl"
 )
 
 func main() {

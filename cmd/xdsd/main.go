@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/source/etcdstore"
 )
 

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/examples"
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
 )
 

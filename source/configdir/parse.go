@@ -26,9 +26,9 @@ import (
 	// Every Envoy and xDS message, so that typed_config and other Any
 	// fields of real configurations parse.
 	_ "github.com/xdsd/xdsd/internal/envoytypes"
-	"github.com/xdsd/xdsd/internal/yamlsubset"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/redact"
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // Problem is one reason a configuration was rejected.

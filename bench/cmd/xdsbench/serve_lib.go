@@ -32,7 +32,7 @@ func serveXDSDLib(args []string, stderr io.Writer) int {
 	var gs xdsServer
 	switch *transport {
 	case "xdsd":
-		// As xdsd serve configures it (internal/daemon).
+		// As xdsd serve configures it (internal/app/daemon).
 		gs = h2grpc.NewServer(h2grpc.Options{Codec: server.Codec{}, MinPingInterval: 10 * time.Second})
 	case "grpc-go":
 		gs = grpcGoServer()

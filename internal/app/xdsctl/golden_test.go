@@ -9,7 +9,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/internal/testutil/golden"
 )
 

@@ -16,7 +16,7 @@ import (
 
 // Version is xdsctl's version; when empty, the module version from the
 // build information is used. Set it with
-// -ldflags "-X github.com/xdsd/xdsd/internal/xdsctl.Version=...".
+// -ldflags "-X github.com/xdsd/xdsd/internal/app/xdsctl.Version=...".
 var Version = ""
 
 // Exit statuses.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/internal/testutil/testcerts"
 )
 

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 	"github.com/xdsd/xdsd/resource"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/xdsd/xdsd/internal/daemon"
+	"github.com/xdsd/xdsd/internal/app/daemon"
 )
 
 // TestPrintStatusIdentity: status shows each stream's certificate
