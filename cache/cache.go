@@ -276,14 +276,13 @@ func (c *Cache) WatchFunc(n *corev3.Node, onChange func()) *Watcher {
 	return w
 }
 
-// watchEncoded is WatchFunc for a node given by its protobuf encoding,
-// which must decode (the caller checks it) and is kept as it is: the
+// WatchEncoded is WatchFunc for a node given by its protobuf encoding,
+// which must decode (the caller checks that) and is kept as it is: the
 // caller must not change it. The node is decoded only when a grouping
 // other than the default asks, so that the watchers of a server with no
 // grouping keep a few hundred bytes each rather than a decoded node of
-// some dozens of allocations. xdsd's server reaches it through
-// xdsinternal.WatchEncoded.
-func (c *Cache) watchEncoded(node []byte, onChange func()) *Watcher {
+// some dozens of allocations.
+func (c *Cache) WatchEncoded(node []byte, onChange func()) *Watcher {
 	w := &Watcher{onChange: onChange, raw: node}
 	c.mu.Lock()
 	grouped := c.groupOf != nil

@@ -7,7 +7,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 )
 
 // TestWatchEncoded: a watcher of an encoded node is grouped by the node
@@ -28,7 +27,7 @@ func TestWatchEncoded(t *testing.T) {
 		t.Fatal(err)
 	}
 	woken := make(chan struct{}, 4)
-	w := xdsinternal.WatchEncoded(c, raw, func() { woken <- struct{}{} })
+	w := c.WatchEncoded(raw, func() { woken <- struct{}{} })
 	defer w.Close()
 	sees := func(want *cache.Snapshot, what string) {
 		t.Helper()
@@ -67,7 +66,7 @@ func TestWatchEncoded(t *testing.T) {
 	// A watcher that comes while a grouping is set is grouped at once.
 	c.SetGrouping(func(n *corev3.Node) string { return n.GetCluster() }, build)
 	<-woken
-	w2 := xdsinternal.WatchEncoded(c, raw, func() {})
+	w2 := c.WatchEncoded(raw, func() {})
 	defer w2.Close()
 	if snap, _, _ := w2.Take(); snap != edge || !cache.NodeDecoded(w2) {
 		t.Fatalf("a watcher added under a grouping sees %v, decoded %v", snap, cache.NodeDecoded(w2))
@@ -88,5 +87,23 @@ func TestWatchNilNode(t *testing.T) {
 	defer w.Close()
 	if snap, _, _ := w.Take(); snap != anon || c.GroupOf(nil) != "anon" {
 		t.Fatalf("Watch(nil) sees %v, GroupOf(nil) = %q; want both in group anon", snap, c.GroupOf(nil))
+	}
+}
+
+// TestSnapshotMemoAndGetBytes: a memo is built once per snapshot and key;
+// GetBytes finds what Get finds.
+func TestSnapshotMemoAndGetBytes(t *testing.T) {
+	r := cluster("a")
+	snap := cache.MustSnapshot(r)
+	key, builds := new(int), 0
+	build := func() any { builds++; return builds }
+	if v1, v2 := snap.Memo(key, build), snap.Memo(key, build); v1 != 1 || v2 != 1 || builds != 1 {
+		t.Errorf("Memo: got %v then %v after %d builds, want 1 twice after 1", v1, v2, builds)
+	}
+	if got := snap.GetBytes(r.Type, []byte("a")); got != r {
+		t.Errorf("GetBytes(a) = %v, want %v", got, r)
+	}
+	if got := snap.GetBytes(r.Type, []byte("b")); got != nil {
+		t.Errorf("GetBytes(b) = %v, want nil", got)
 	}
 }

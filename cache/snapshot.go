@@ -238,10 +238,9 @@ func (s *Snapshot) Get(t *resource.Type, name string) *resource.Resource {
 	return nil
 }
 
-// getBytes is Get for a name given as bytes (still encoded in a request,
-// say), without making a string of it. xdsd's server reaches it through
-// xdsinternal.GetBytes.
-func (s *Snapshot) getBytes(t *resource.Type, name []byte) *resource.Resource {
+// GetBytes is Get for a name given as bytes (still encoded in a request,
+// say), without making a string of it.
+func (s *Snapshot) GetBytes(t *resource.Type, name []byte) *resource.Resource {
 	if s == nil {
 		return nil
 	}
@@ -294,10 +293,19 @@ func (s *Snapshot) Resources(t *resource.Type) []*resource.Resource {
 	return s.types[t].sorted
 }
 
-// memos returns the map of the values that users of the snapshot derive
-// from it and share, dropped with it: xdsd's server memoizes in it through
-// xdsinternal.Memo.
-func (s *Snapshot) memos() *sync.Map { return &s.memo }
+// Memo returns the value memoized in s under key, calling build to make it
+// the first time. It lets users of a snapshot share data derived from it
+// (it is dropped with the snapshot); build must depend only on the snapshot
+// and key, and key must be comparable. Safe for concurrent use: callers
+// that race to make the value may each run build, and all get the one value
+// kept.
+func (s *Snapshot) Memo(key any, build func() any) any {
+	if v, ok := s.memo.Load(key); ok {
+		return v
+	}
+	v, _ := s.memo.LoadOrStore(key, build())
+	return v
+}
 
 // Changes lists, per type, the keys (names and aliases) whose resource
 // differs between two snapshots: added, changed or removed, sorted and each

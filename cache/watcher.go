@@ -20,7 +20,7 @@ type Watcher struct {
 	cache *Cache // read-only after Watch
 	// node is the node, guarded by cache.mu; for a watcher of an encoded
 	// node (raw, read-only), nil while no grouping needs it decoded (see
-	// watchEncoded).
+	// WatchEncoded).
 	node  *corev3.Node
 	raw   []byte
 	group string        // guarded by cache.mu

@@ -17,7 +17,6 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
 	"github.com/xdsd/xdsd/internal/testutil/xdstest"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/server"
 )
@@ -463,7 +462,7 @@ func setVersion(rs ...*resource.Resource) string {
 	for _, r := range rs {
 		xor ^= r.Hash()
 	}
-	return xdsinternal.SetVersion(xor)
+	return resource.SetVersion(xor)
 }
 
 func shortType(url string) string {

@@ -37,7 +37,6 @@ import (
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -111,7 +110,7 @@ func Response(snap *cache.Snapshot, t *resource.Type) *discovery.DiscoveryRespon
 		resp.Resources = append(resp.Resources, r.Body)
 		xor ^= r.Hash()
 	}
-	resp.VersionInfo = xdsinternal.SetVersion(xor)
+	resp.VersionInfo = resource.SetVersion(xor)
 	return resp
 }
 

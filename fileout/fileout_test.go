@@ -24,7 +24,6 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/fileout"
 	"github.com/xdsd/xdsd/internal/testutil/rawxds"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -59,7 +58,7 @@ func checkFiles(t *testing.T, w *fileout.Writer, snap *cache.Snapshot) {
 		if resp.GetTypeUrl() != typ.URL {
 			t.Errorf("%s: type_url = %q, want %q", typ, resp.GetTypeUrl(), typ.URL)
 		}
-		if v := xdsinternal.SetVersion(xor); resp.GetVersionInfo() != v {
+		if v := resource.SetVersion(xor); resp.GetVersionInfo() != v {
 			t.Errorf("%s: version_info = %q, want %q", typ, resp.GetVersionInfo(), v)
 		}
 		if len(resp.GetResources()) != len(want) {
@@ -169,7 +168,7 @@ func TestFiles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(resp.GetResources()) != 0 || resp.GetVersionInfo() != xdsinternal.SetVersion(0) {
+			if len(resp.GetResources()) != 0 || resp.GetVersionInfo() != resource.SetVersion(0) {
 				t.Errorf("empty lds = %v", resp)
 			}
 			checkFiles(t, w, snap)

@@ -123,8 +123,10 @@ func MustNew(m proto.Message, opts ...Option) *Resource {
 // depend on order.
 func (r *Resource) Hash() uint64 { return r.hash }
 
-// formatSetVersion formats the XOR of resource hashes as a version string.
-func formatSetVersion(xor uint64) string {
+// SetVersion is the version of a set of resources: the XOR of their
+// hashes (Resource.Hash), formatted. Equal sets have equal versions on
+// every server, whatever the order in which their resources came.
+func SetVersion(xor uint64) string {
 	slot := &setVersions[xor%uint64(len(setVersions))] // xor is a hash: well spread
 	if v := slot.Load(); v != nil && v.xor == xor {
 		return v.s
@@ -184,10 +186,11 @@ func validate(m proto.Message) error {
 	return nil
 }
 
-// placeholder returns a bodiless Resource standing for a version a client
+// Placeholder returns a bodiless Resource standing for a version a client
 // says it holds (delta initial_resource_versions): it compares equal by
-// version and hash to the real resource with that name and version.
-func placeholder(t *Type, name, version string) *Resource {
+// version and hash to the real resource with that name and version, and
+// must not be sent.
+func Placeholder(t *Type, name, version string) *Resource {
 	nh := sha256.Sum256([]byte(name + "\x00" + version))
 	return &Resource{Type: t, Name: name, Version: version, hash: binary.LittleEndian.Uint64(nh[:8])}
 }

@@ -143,8 +143,8 @@ func Types() []*Type {
 	return out
 }
 
-// removalTypes returns every type in ADS removal order.
-func removalTypes() []*Type {
+// RemovalTypes returns every type in ADS removal order (RemovalOrder).
+func RemovalTypes() []*Type {
 	out := append([]*Type(nil), types...)
 	sort.Slice(out, func(i, j int) bool { return out[i].RemovalOrder < out[j].RemovalOrder })
 	return out

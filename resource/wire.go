@@ -19,10 +19,11 @@ type wire struct {
 	sotw, delta         []byte
 }
 
-// sotwField returns the resource encoded as one entry of a
+// SotWField returns the resource encoded as one entry of a
 // DiscoveryResponse's resources field (tag, length and the Any), ready to
-// be concatenated into a response. The bytes must not be modified.
-func (r *Resource) sotwField() []byte {
+// be concatenated into a response. It is made once and shared: the bytes
+// must not be modified.
+func (r *Resource) SotWField() []byte {
 	r.wire.sotwOnce.Do(func() {
 		b, err := proto.MarshalOptions{Deterministic: true}.Marshal(r.Body)
 		if err != nil {
@@ -33,10 +34,11 @@ func (r *Resource) sotwField() []byte {
 	return r.wire.sotw
 }
 
-// deltaField returns the resource encoded as one entry of a
+// DeltaField returns the resource encoded as one entry of a
 // DeltaDiscoveryResponse's resources field: a Resource with the name,
-// version, body and TTL (no aliases). The bytes must not be modified.
-func (r *Resource) deltaField() []byte {
+// version, body and TTL (no aliases). It is made once and shared: the
+// bytes must not be modified.
+func (r *Resource) DeltaField() []byte {
 	r.wire.deltaOnce.Do(func() {
 		dr := &discovery.Resource{Name: r.Name, Version: r.Version, Resource: r.Body}
 		if r.TTL > 0 {

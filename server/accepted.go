@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -50,7 +49,7 @@ var ttlKeys [resource.NumTypes]ttlKey
 // hasTTLs reports whether snap has a resource of t with a TTL, worked out
 // once per snapshot.
 func hasTTLs(snap *cache.Snapshot, t *resource.Type) bool {
-	return xdsinternal.Memo(snap, &ttlKeys[t.Order], func() any {
+	return snap.Memo(&ttlKeys[t.Order], func() any {
 		for _, r := range snap.Resources(t) {
 			if r.TTL > 0 {
 				return true

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -22,7 +21,7 @@ func ackedStream(t testing.TB, delta bool, only *resource.Type) *stream {
 	st := srv.newStream(delta, only)
 	node, _ := proto.Marshal(&corev3.Node{Id: "n1"})
 	st.node = node
-	st.watcher = xdsinternal.WatchEncoded(c, node, func() {})
+	st.watcher = c.WatchEncoded(node, func() {})
 	t.Cleanup(st.watcher.Close)
 	set := func(rt *resource.Type, nonce, v string, names ...string) {
 		ts := st.state(rt)

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -106,7 +105,7 @@ func (st *stream) push() error {
 	if blocked || upserts > 0 || removals == 0 || st.warm.holdsRemovals(st) {
 		return nil
 	}
-	for _, t := range xdsinternal.RemovalTypes() {
+	for _, t := range resource.RemovalTypes() {
 		for i := range slots {
 			s := &slots[i]
 			if s.ts.t != t || len(s.w.removals) == 0 {
@@ -147,7 +146,7 @@ func (st *stream) resume(ts *typeState) {
 	for _, it := range w.upserts {
 		xor ^= it.res.Hash()
 	}
-	if xdsinternal.SetVersion(xor) != claimed || ts.nHeld > 0 {
+	if resource.SetVersion(xor) != claimed || ts.nHeld > 0 {
 		return
 	}
 	ts.settle(w, true, st.snap)
@@ -228,7 +227,7 @@ func (st *stream) sotwPart(r *resource.Resource) []byte {
 	if body := st.sotwBody(r); body != r.Body {
 		return entry(body) // a TTL wrapper
 	}
-	return xdsinternal.SotWField(r) // shared by every stream
+	return r.SotWField() // shared by every stream
 }
 
 // sendDelta writes an incremental response with items and removed.
@@ -247,7 +246,7 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 			sc.parts = append(sc.parts, c.deltaEntries())
 		case ts.t.URL != resource.VirtualHostType && plain(items): // an entry per item, none particular
 			for _, it := range items {
-				sc.parts = append(sc.parts, xdsinternal.DeltaField(it.res))
+				sc.parts = append(sc.parts, it.res.DeltaField())
 			}
 		default:
 			for _, e := range deltaEntries(ts.t, items, removed) {
@@ -460,7 +459,7 @@ func (e *deltaEntry) message(t *resource.Type) *discovery.Resource {
 // shared by every stream, unless aliases make it particular.
 func (e *deltaEntry) encoded(t *resource.Type) []byte {
 	if e.res != nil && len(e.aliases) == 0 {
-		return xdsinternal.DeltaField(e.res)
+		return e.res.DeltaField()
 	}
 	return entry(e.message(t))
 }

@@ -14,7 +14,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -129,7 +128,7 @@ func (r *deltaRequest) decode(raw []byte) error {
 		if !utf8.Valid(name) {
 			return errors.New("resource_names_subscribe: invalid UTF-8")
 		}
-		if res := xdsinternal.GetBytes(r.snap, t, name); res != nil {
+		if res := r.snap.GetBytes(t, name); res != nil {
 			names = append(names, res.Name)
 		} else {
 			names = append(names, string(name))
@@ -199,7 +198,7 @@ func (r *deltaRequest) initialVersions(fields [][]byte, t *resource.Type) (map[s
 			entry = entry[n+m:]
 		}
 		name := string(key)
-		if res := xdsinternal.GetBytes(r.snap, t, key); res != nil {
+		if res := r.snap.GetBytes(t, key); res != nil {
 			name = res.Name
 		}
 		out[name] = string(value)

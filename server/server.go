@@ -38,7 +38,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -243,6 +242,6 @@ func (s *Server) current(snap *cache.Snapshot, t *resource.Type, names []string,
 		resp.Resources = append(resp.Resources, body)
 		xor ^= it.res.Hash()
 	}
-	resp.VersionInfo = xdsinternal.SetVersion(xor)
+	resp.VersionInfo = resource.SetVersion(xor)
 	return resp, ttl
 }

@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -41,13 +40,13 @@ type canonical struct {
 // sotwEntries returns the resources field of a SotW response carrying
 // every resource of the list (the bytes are shared: do not modify them).
 func (c *canonical) sotwEntries() []byte {
-	c.sotwOnce.Do(func() { c.sotw = concat(c.rs, xdsinternal.SotWField) })
+	c.sotwOnce.Do(func() { c.sotw = concat(c.rs, (*resource.Resource).SotWField) })
 	return c.sotw
 }
 
 // deltaEntries is sotwEntries for an incremental response.
 func (c *canonical) deltaEntries() []byte {
-	c.deltaOnce.Do(func() { c.delta = concat(c.rs, xdsinternal.DeltaField) })
+	c.deltaOnce.Do(func() { c.delta = concat(c.rs, (*resource.Resource).DeltaField) })
 	return c.delta
 }
 
@@ -91,7 +90,7 @@ func init() {
 // canonicalOf returns snap's canonical list of t with flags, made once per
 // snapshot.
 func canonicalOf(snap *cache.Snapshot, t *resource.Type, flags uint8) *canonical {
-	return xdsinternal.Memo(snap, &canonicalKeys[t.Order][flags], func() any {
+	return snap.Memo(&canonicalKeys[t.Order][flags], func() any {
 		rs := snap.Resources(t)
 		c := &canonical{keys: make([]keyEntry, len(rs)), rs: rs, flags: flags, id: canonicalIDs.Add(1)}
 		c.from = transitionKey{c.id}
@@ -166,7 +165,7 @@ type coverage struct {
 // transitionOf returns the transition from the canonical list c to snap's
 // resources of t, made once per snapshot and list.
 func transitionOf(snap *cache.Snapshot, t *resource.Type, c *canonical) *transition {
-	return xdsinternal.Memo(snap, c.from, func() any {
+	return snap.Memo(c.from, func() any {
 		rs := snap.Resources(t)
 		tr := &transition{sameKeys: len(rs) == len(c.rs), changed: map[string]int{}}
 		for i := 0; tr.sameKeys && i < len(rs); i++ {
@@ -258,7 +257,7 @@ var wholeKeys [resource.NumTypes]struct{ order int }
 // made once per snapshot, shared by every stream sent them all, so read
 // only, and full (an append copies).
 func allItems(snap *cache.Snapshot, t *resource.Type) []item {
-	return xdsinternal.Memo(snap, &wholeKeys[t.Order], func() any {
+	return snap.Memo(&wholeKeys[t.Order], func() any {
 		rs := snap.Resources(t)
 		items := make([]item, len(rs))
 		for i, r := range rs {

@@ -13,7 +13,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -67,7 +66,7 @@ func TestSharedWorkMatchesEachKey(t *testing.T) {
 			ts.subscribe(append(names[1:], "c99"), nil, true)
 		case 6: // all, one of which the client says it has (D6)
 			ts.subscribe(names, nil, true)
-			ts.holdItems([]item{{key: names[0], res: xdsinternal.Placeholder(cdsType, names[0], built[names[0]].Version)}})
+			ts.holdItems([]item{{key: names[0], res: resource.Placeholder(cdsType, names[0], built[names[0]].Version)}})
 		default:
 			ts.subscribe(names, nil, true)
 		}

@@ -19,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/redact"
 )
@@ -405,7 +404,7 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) error {
 	st.wrapTTL = wrapsTTL(msg)
 	st.log = nil // made again with the node
 	st.status.setNode(node)
-	st.watcher = xdsinternal.WatchEncoded(st.srv.cache, node, st.waker.wake)
+	st.watcher = st.srv.cache.WatchEncoded(node, st.waker.wake)
 	if st.watcher.HasNews() {
 		// Now rather than after the request: its subscription may then
 		// share the snapshot's names (adoptNamed) on a per-type stream too.
@@ -539,7 +538,7 @@ func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
 				if r := st.snap.Get(t, name); r != nil && r.Version == v {
 					items = append(items, item{key: r.Name, res: r})
 				} else {
-					items = append(items, item{key: name, res: xdsinternal.Placeholder(t, name, v)})
+					items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
 				}
 			}
 		}

@@ -4,7 +4,6 @@ import (
 	"slices"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -73,7 +72,7 @@ func newTypeState(t *resource.Type, delta bool) *typeState {
 }
 
 // version is the set version of what the client holds.
-func (ts *typeState) version() string { return xdsinternal.SetVersion(ts.xor) }
+func (ts *typeState) version() string { return resource.SetVersion(ts.xor) }
 
 // subscriptionKeys returns names without "*", sorted and without duplicates, and
 // whether "*" was among them.

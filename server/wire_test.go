@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/xdsd/xdsd/cache"
-	"github.com/xdsd/xdsd/internal/xdsinternal"
 	"github.com/xdsd/xdsd/resource"
 )
 
@@ -33,11 +32,11 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 	cp := newControlPlane("replica-1 revision 42")
 	sotw := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7",
 		Resources: []*anypb.Any{a.Body, b.Body}}
-	check(t, sotwWire(sotw, nil, [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, nil), sotw, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(sotw, nil, [][]byte{a.SotWField(), b.SotWField()}, nil), sotw, new(discovery.DiscoveryResponse))
 	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message()}
 	withCP := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message(),
 		Resources: sotw.Resources}
-	check(t, sotwWire(lazy, cp.field(false), [][]byte{xdsinternal.SotWField(a), xdsinternal.SotWField(b)}, func() { lazy.Resources = sotw.Resources }), withCP, new(discovery.DiscoveryResponse))
+	check(t, sotwWire(lazy, cp.field(false), [][]byte{a.SotWField(), b.SotWField()}, func() { lazy.Resources = sotw.Resources }), withCP, new(discovery.DiscoveryResponse))
 
 	deltaCheck := func(typ *resource.Type, items []item, removed []string, want *discovery.DeltaDiscoveryResponse) {
 		entries := deltaEntries(typ, items, removed)
