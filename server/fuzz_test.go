@@ -26,6 +26,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // The fuzz targets drive one stream's state machine directly, as run would:
@@ -713,23 +714,23 @@ func (fc *fuzzClient) checkHeader(url, nonce, version string) *resource.Type {
 // checkWire checks that a response sent on the wire path encodes the
 // message it stands for, and checks that message.
 func (fc *fuzzClient) checkWire(m any) error {
-	w := m.(*wireResponse)
+	w := m.(*xdswire.Response)
 	bs, err := Codec{}.Marshal(w)
 	if err != nil {
 		fc.t.Fatalf("encoding a response: %v", err)
 	}
-	w.ProtoReflect() // completes w.msg
-	got := w.msg.ProtoReflect().New().Interface()
+	msg := w.Message()
+	got := msg.ProtoReflect().New().Interface()
 	if err := proto.Unmarshal(bs.Materialize(), got); err != nil {
 		fc.t.Fatalf("decoding a response: %v", err)
 	}
-	if !proto.Equal(got, w.msg) { // the fast check; the diff only to report
-		fc.t.Fatalf("the wire encoding decodes otherwise (-message +decoded):\n%s", cmp.Diff(w.msg, got, protocmp.Transform()))
+	if !proto.Equal(got, msg) { // the fast check; the diff only to report
+		fc.t.Fatalf("the wire encoding decodes otherwise (-message +decoded):\n%s", cmp.Diff(msg, got, protocmp.Transform()))
 	}
-	if resp, ok := w.msg.(*discovery.DeltaDiscoveryResponse); ok {
+	if resp, ok := msg.(*discovery.DeltaDiscoveryResponse); ok {
 		return fc.checkDelta(resp)
 	}
-	return fc.checkSotw(w.msg.(*discovery.DiscoveryResponse))
+	return fc.checkSotw(msg.(*discovery.DiscoveryResponse))
 }
 
 func (fc *fuzzClient) checkSotw(resp *discovery.DiscoveryResponse) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // ackedStream is a started stream whose types have sent responses: CDS
@@ -27,7 +28,7 @@ func ackedStream(t testing.TB, delta bool, only *resource.Type) *stream {
 		ts := st.state(rt)
 		ts.active, ts.nonce, ts.lastVersion, ts.waiting = true, nonce, v, true
 		ts.setNames(names)
-		ts.namesDigest, ts.namesKnown = digestNames(names), true
+		ts.namesDigest, ts.namesKnown = xdswire.DigestNames(names), true
 	}
 	set(cdsType, "5", "v1", "a", "b")
 	if only == nil {
@@ -55,7 +56,7 @@ func plainSotwAck(t testing.TB, st *stream, raw []byte) bool {
 		if req.TypeUrl != ts.t.URL && !(req.TypeUrl == "" && ts.t == st.only) {
 			continue
 		}
-		return digestNames(req.ResourceNames) == ts.namesDigest
+		return xdswire.DigestNames(req.ResourceNames) == ts.namesDigest
 	}
 	return false
 }
@@ -91,9 +92,9 @@ func FuzzNamesDigest(f *testing.F) {
 	f.Add(m(&discovery.DiscoveryRequest{VersionInfo: "v1", ResourceNames: []string{"a", "b"}, TypeUrl: "t"}),
 		append(m(&discovery.DiscoveryRequest{ResourceNames: []string{"a"}, TypeUrl: "t"}), m(&discovery.DiscoveryRequest{ResourceNames: []string{"b"}})...))
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		ra, rb := &sotwRequest{raw: a}, &sotwRequest{raw: b}
-		da, na, ea := ra.decode()
-		db, nb, eb := rb.decode()
+		ra, rb := &xdswire.SotwRequest{Raw: a}, &xdswire.SotwRequest{Raw: b}
+		da, na, ea := ra.Decode()
+		db, nb, eb := rb.Decode()
 		if ea != nil || eb != nil || da != db {
 			return
 		}

@@ -14,13 +14,15 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // lenientFiles are the API's files that define Node and the requests as a
 // decoder that does not know Node.extensions sees them: built from the
 // API's descriptors with that field removed, so that a dynamic message
 // keeps it as unknown bytes, unchecked. They are the reference the fuzz
-// targets hold the decoders to, independent of withoutNodeExtensions.
+// targets hold the decoders to, independent of xdswire.WithoutNodeExtensions.
 var lenientFiles = sync.OnceValues(func() (base, disc protoreflect.FileDescriptor) {
 	baseProto := protodesc.ToFileDescriptorProto(corev3.File_envoy_config_core_v3_base_proto)
 	for _, m := range baseProto.MessageType {
@@ -112,7 +114,7 @@ func lenientDecode(t testing.TB, data []byte, out proto.Message) error {
 		var kept []byte
 		for b := node.GetUnknown(); len(b) > 0; {
 			num, _, n := protowire.ConsumeField(b)
-			if num != nodeExtensions.Number() {
+			if num != xdswire.NodeExtensions.Number() {
 				kept = append(kept, b[:n]...)
 			}
 			b = b[n:]

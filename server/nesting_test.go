@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // TestNodeNestingLimit: a node nested as deep as a request may be decodes
@@ -25,13 +26,13 @@ func TestNodeNestingLimit(t *testing.T) {
 		} else {
 			refused++
 		}
-		r := &sotwRequest{raw: sotw}
-		if _, _, err := r.decode(); (ref == nil) != (err == nil) {
+		r := &xdswire.SotwRequest{Raw: sotw}
+		if _, _, err := r.Decode(); (ref == nil) != (err == nil) {
 			t.Errorf("SotW, depth %d: proto.Unmarshal: %v; the server: %v", depth, ref, err)
 		}
 		delta := NestedNodeRequest(depth, true)
 		ref = proto.Unmarshal(delta, new(discovery.DeltaDiscoveryRequest))
-		var d deltaRequest
+		var d xdswire.DeltaRequest
 		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d); (ref == nil) != (err == nil) {
 			t.Errorf("delta, depth %d: proto.Unmarshal: %v; the server: %v", depth, ref, err)
 		}
@@ -78,9 +79,9 @@ func NestedNodeRequest(depth int, delta bool) []byte {
 	node = protowire.AppendString(node, "deep")
 	node = protowire.AppendTag(node, 3, protowire.BytesType)
 	node = protowire.AppendBytes(node, st)
-	nodeField, typeField := protowire.Number(sotwReqNodeField), protowire.Number(sotwReqTypeURLField)
+	nodeField, typeField := protowire.Number(xdswire.SotwReqNodeField), protowire.Number(xdswire.SotwReqTypeURLField)
 	if delta {
-		nodeField, typeField = deltaReqNodeField, deltaReqTypeURLField
+		nodeField, typeField = xdswire.DeltaReqNodeField, xdswire.DeltaReqTypeURLField
 	}
 	var req []byte // {node: node, type_url: EDS}
 	req = protowire.AppendTag(req, nodeField, protowire.BytesType)

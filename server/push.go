@@ -12,6 +12,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // slot is one type's work during a push.
@@ -191,15 +192,17 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		rs = st.sotwResources(ts, w)
 	}
 	if st.sendParts != nil {
-		sc := getParts(func(b []byte) []byte { return appendSotwHeader(b, ts.lastVersion, ts.t.URL, nonce, cp.field(false)) })
+		sc := xdswire.GetParts(func(b []byte) []byte {
+			return xdswire.AppendSotwHeader(b, ts.lastVersion, ts.t.URL, nonce, cp.field(false))
+		})
 		if whole {
-			sc.parts = append(sc.parts, c.sotwEntries())
+			sc.Add(c.sotwEntries())
 		} else {
 			for _, r := range rs {
-				sc.parts = append(sc.parts, st.sotwPart(r))
+				sc.Add(st.sotwPart(r))
 			}
 		}
-		return sc.send(st.sendParts)
+		return sc.Send(st.sendParts)
 	}
 	resp := &discovery.DiscoveryResponse{VersionInfo: ts.lastVersion, TypeUrl: ts.t.URL, Nonce: nonce, ControlPlane: cp.message()}
 	bodies := func() {
@@ -213,19 +216,19 @@ func (st *stream) send(ts *typeState, w work, withRemovals bool) error {
 		return st.sendSotw(resp)
 	}
 	if whole {
-		return st.sendWire(sotwWire(resp, cp.field(false), [][]byte{c.sotwEntries()}, bodies))
+		return st.sendWire(xdswire.SotwResponse(resp, cp.field(false), [][]byte{c.sotwEntries()}, bodies))
 	}
 	parts := make([][]byte, len(rs))
 	for i, r := range rs {
 		parts[i] = st.sotwPart(r)
 	}
-	return st.sendWire(sotwWire(resp, cp.field(false), parts, bodies))
+	return st.sendWire(xdswire.SotwResponse(resp, cp.field(false), parts, bodies))
 }
 
 // sotwPart returns r's entry in a SotW response's resources.
 func (st *stream) sotwPart(r *resource.Resource) []byte {
 	if body := st.sotwBody(r); body != r.Body {
-		return entry(body) // a TTL wrapper
+		return xdswire.Entry(body) // a TTL wrapper
 	}
 	return r.SotWField() // shared by every stream
 }
@@ -238,22 +241,22 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 	c := ts.shared
 	whole := c != nil && len(removed) == 0 && len(items) == len(c.keys) && plain(items)
 	if st.sendParts != nil {
-		sc := getParts(func(b []byte) []byte {
-			return appendDeltaHeader(b, ts.lastVersion, ts.t.URL, nonce, removed, cp.field(true))
+		sc := xdswire.GetParts(func(b []byte) []byte {
+			return xdswire.AppendDeltaHeader(b, ts.lastVersion, ts.t.URL, nonce, removed, cp.field(true))
 		})
 		switch {
 		case whole:
-			sc.parts = append(sc.parts, c.deltaEntries())
+			sc.Add(c.deltaEntries())
 		case ts.t.URL != resource.VirtualHostType && plain(items): // an entry per item, none particular
 			for _, it := range items {
-				sc.parts = append(sc.parts, it.res.DeltaField())
+				sc.Add(it.res.DeltaField())
 			}
 		default:
 			for _, e := range deltaEntries(ts.t, items, removed) {
-				sc.parts = append(sc.parts, e.encoded(ts.t))
+				sc.Add(e.encoded(ts.t))
 			}
 		}
-		return sc.send(st.sendParts)
+		return sc.Send(st.sendParts)
 	}
 	var entries []deltaEntry
 	if !whole {
@@ -283,13 +286,13 @@ func (st *stream) sendDelta(ts *typeState, items []item, removed []string, nonce
 		return st.sendDeltaResp(resp)
 	}
 	if whole {
-		return st.sendWire(deltaWire(resp, cp.field(true), [][]byte{c.deltaEntries()}, resources))
+		return st.sendWire(xdswire.DeltaResponse(resp, cp.field(true), [][]byte{c.deltaEntries()}, resources))
 	}
 	parts := make([][]byte, len(entries))
 	for i := range entries {
 		parts[i] = entries[i].encoded(ts.t)
 	}
-	return st.sendWire(deltaWire(resp, cp.field(true), parts, resources))
+	return st.sendWire(xdswire.DeltaResponse(resp, cp.field(true), parts, resources))
 }
 
 // sotwResources returns the resources of a SotW response for w: for a
@@ -461,5 +464,5 @@ func (e *deltaEntry) encoded(t *resource.Type) []byte {
 	if e.res != nil && len(e.aliases) == 0 {
 		return e.res.DeltaField()
 	}
-	return entry(e.message(t))
+	return xdswire.Entry(e.message(t))
 }

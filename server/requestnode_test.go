@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // TestRequestNodeTakesOnlyANewNode: a request's node is decoded and kept,
@@ -25,29 +27,29 @@ func TestRequestNodeTakesOnlyANewNode(t *testing.T) {
 	want.Extensions = nil
 	stripped, _ := proto.MarshalOptions{Deterministic: true}.Marshal(want)
 
-	var first requestNode
-	if err := first.take(full); err != nil {
+	var first xdswire.RequestNode
+	if err := first.Take(full); err != nil {
 		t.Fatal(err)
 	}
 	back := new(corev3.Node)
-	if err := proto.Unmarshal(first.raw, back); err != nil || !proto.Equal(back, want) || !proto.Equal(first.msg, want) {
-		t.Fatalf("kept %v (%v) and %v, want %v", back, err, first.msg, want)
+	if err := proto.Unmarshal(first.Raw, back); err != nil || !proto.Equal(back, want) || !proto.Equal(first.Msg, want) {
+		t.Fatalf("kept %v (%v) and %v, want %v", back, err, first.Msg, want)
 	}
-	if string(first.raw) != string(stripped) {
+	if string(first.Raw) != string(stripped) {
 		t.Fatal("the kept encoding is not the node's without its extensions")
 	}
 
 	// Extensions that do not decode are skipped, not checked.
 	badExt := append(append([]byte(nil), stripped...), protowire.AppendBytes(protowire.AppendTag(nil, 9, protowire.BytesType), []byte{0x0a, 0x01, 0xff})...)
 	for _, known := range [][]byte{full, stripped, badExt} {
-		r := requestNode{known: first.raw}
-		if err := r.take(known); err != nil || r.raw != nil || r.msg != nil {
-			t.Errorf("a known node: kept %q, %v, %v; want nothing", r.raw, r.msg, err)
+		r := xdswire.RequestNode{Known: first.Raw}
+		if err := r.Take(known); err != nil || r.Raw != nil || r.Msg != nil {
+			t.Errorf("a known node: kept %q, %v, %v; want nothing", r.Raw, r.Msg, err)
 		}
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		r := requestNode{known: first.raw}
-		_ = r.take(full)
+		r := xdswire.RequestNode{Known: first.Raw}
+		_ = r.Take(full)
 	}); n != 0 {
 		t.Errorf("a known node repeated costs %v allocations, want 0", n)
 	}
@@ -55,18 +57,18 @@ func TestRequestNodeTakesOnlyANewNode(t *testing.T) {
 	other := proto.Clone(node).(*corev3.Node)
 	other.Id = "n2"
 	otherBytes, _ := proto.Marshal(other)
-	r := requestNode{known: first.raw}
-	if err := r.take(otherBytes); err != nil || r.msg.GetId() != "n2" {
-		t.Errorf("another node: %v, %v; want it decoded", r.msg, err)
+	r := xdswire.RequestNode{Known: first.Raw}
+	if err := r.Take(otherBytes); err != nil || r.Msg.GetId() != "n2" {
+		t.Errorf("another node: %v, %v; want it decoded", r.Msg, err)
 	}
 	badID := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte{0xff})
-	r = requestNode{known: first.raw}
-	if err := r.take(badID); err == nil {
+	r = xdswire.RequestNode{Known: first.Raw}
+	if err := r.Take(badID); err == nil {
 		t.Error("a node whose id is not UTF-8 was taken")
 	}
 }
 
-// FuzzRequestNodeKnown holds requestNode.take, for a stream that knows a
+// FuzzRequestNodeKnown holds xdswire.RequestNode.Take, for a stream that knows a
 // node, to the reference decoder of FuzzRawRequest (which does not know the
 // node's extensions): a node that the reference cannot decode is refused,
 // and one it decodes is either taken, decoded as the reference decodes it,
@@ -86,19 +88,19 @@ func FuzzRequestNodeKnown(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(corev3.Node)
 		wantErr := lenientDecode(t, data, want)
-		r := requestNode{known: known}
-		err := r.take(data)
+		r := xdswire.RequestNode{Known: known}
+		err := r.Take(data)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("take: %v; the reference: %v", err, wantErr)
 		}
 		if err != nil {
 			return
 		}
-		got := r.msg
+		got := r.Msg
 		if got == nil {
 			got = knownMsg // passed over as known
-		} else if back := new(corev3.Node); proto.Unmarshal(r.raw, back) != nil || !proto.Equal(back, got) {
-			t.Fatalf("kept %q, which does not decode to %v", r.raw, got)
+		} else if back := new(corev3.Node); proto.Unmarshal(r.Raw, back) != nil || !proto.Equal(back, got) {
+			t.Fatalf("kept %q, which does not decode to %v", r.Raw, got)
 		}
 		if !proto.Equal(got, want) { // the fast check; the diff only to report
 			t.Fatalf("take differs from the reference (-reference +take):\n%s", cmp.Diff(want, got, protocmp.Transform()))

@@ -39,6 +39,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // Config configures a Server. The zero value is ready to use.
@@ -179,8 +180,8 @@ func (s *Server) serveSotw(gs sotwStream, only *resource.Type) error {
 	st.setPeer(gs.Context())
 	st.sendSotw, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
-	recv := func() (*sotwRequest, error) {
-		r := new(sotwRequest)
+	recv := func() (*xdswire.SotwRequest, error) {
+		r := new(xdswire.SotwRequest)
 		return r, gs.RecvMsg(r)
 	}
 	return serve(st, recv, st.handleSotwWire)
@@ -196,9 +197,9 @@ func (s *Server) serveDelta(gs deltaStream, only *resource.Type) error {
 	st.setPeer(gs.Context())
 	st.sendDeltaResp, st.sendWire = gs.Send, gs.SendMsg
 	st.useFastPaths(gs)
-	recv := func() (*deltaRequest, error) {
-		r := &deltaRequest{snap: st.names.Load(), only: st.only}
-		r.node.known = st.node // set on this goroutine, in a turn of its own
+	recv := func() (*xdswire.DeltaRequest, error) {
+		r := &xdswire.DeltaRequest{Snap: st.names.Load(), Only: st.only}
+		r.Node.Known = st.node // set on this goroutine, in a turn of its own
 		return r, gs.RecvMsg(r)
 	}
 	return serve(st, recv, st.handleDeltaRequest)

@@ -21,6 +21,7 @@ import (
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/redact"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // clientFeatureResourceInSotw is the client feature that lets SotW
@@ -77,7 +78,7 @@ type stream struct {
 	watcher *cache.Watcher
 	snap    *cache.Snapshot
 	// names is snap, for the reader to share the strings of the names a
-	// request subscribes to (deltaRequest) without the lock.
+	// request subscribes to (xdswire.DeltaRequest) without the lock.
 	names         atomic.Pointer[cache.Snapshot]
 	publishedAt   time.Time // when snap was published; zero once measured
 	types         typeStates
@@ -87,7 +88,7 @@ type stream struct {
 	sendSotw      func(*discovery.DiscoveryResponse) error
 	sendDeltaResp func(*discovery.DeltaDiscoveryResponse) error
 	// sendWire, when set, sends a response assembled from pre-encoded
-	// parts (a *wireResponse) instead of a message.
+	// parts (an *xdswire.Response) instead of a message.
 	sendWire func(any) error
 	// sendParts, when set, sends a response from its encoded parts (the
 	// transport's own fast path).
@@ -99,7 +100,7 @@ type stream struct {
 	// warnedType is set once an unknown type has been logged.
 	warnedType bool
 	// repeated is the last repeated node that decoded (see nodeDecodesLocked).
-	repeated seenNode
+	repeated xdswire.SeenNode
 }
 
 // serve runs the stream on the handler's goroutine: it receives requests
@@ -121,8 +122,8 @@ func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error
 			return err
 		}
 		err = st.turn(func() error { return handle(req) })
-		if r, ok := any(req).(interface{ release() }); ok {
-			r.release() // the request's bytes go back to gRPC's pool
+		if r, ok := any(req).(interface{ Release() }); ok {
+			r.Release() // the request's bytes go back to gRPC's pool
 		}
 		if err != nil {
 			return err
@@ -361,9 +362,9 @@ func (st *stream) start(node *corev3.Node) error {
 
 // startFrom is start for a request whose node our codec cut out: a node
 // the stream does not know yet (on its first request) starts it.
-func (st *stream) startFrom(r *requestNode) error {
-	if r.raw != nil {
-		return st.startEncoded(r.raw, r.msg)
+func (st *stream) startFrom(r *xdswire.RequestNode) error {
+	if r.Raw != nil {
+		return st.startEncoded(r.Raw, r.Msg)
 	}
 	return nil
 }
@@ -425,13 +426,13 @@ func (st *stream) state(t *resource.Type) *typeState {
 
 // handleSotw applies one SotW request (S1 to S8, S13, S14).
 func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
-	return st.handleSotwDigest(req, digestNames(req.GetResourceNames()))
+	return st.handleSotwDigest(req, xdswire.DigestNames(req.GetResourceNames()))
 }
 
 // handleSotwDigest is handleSotw for a request whose names have digest d.
 // If d is that of the names the type last applied, the request's names
 // are not looked at (they may be left undecoded).
-func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDigest) error {
+func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d xdswire.NamesDigest) error {
 	if err := st.start(req.GetNode()); err != nil { // the first request's node, whatever its type (S1)
 		return err
 	}
@@ -478,11 +479,11 @@ func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d namesDiges
 }
 
 // handleDeltaRequest applies one incremental request as received.
-func (st *stream) handleDeltaRequest(r *deltaRequest) error {
-	if err := st.startFrom(&r.node); err != nil {
+func (st *stream) handleDeltaRequest(r *xdswire.DeltaRequest) error {
+	if err := st.startFrom(&r.Node); err != nil {
 		return err
 	}
-	return st.handleDelta(&r.msg)
+	return st.handleDelta(&r.Msg)
 }
 
 // handleDelta applies one incremental request (D2, D3, D6, D9, D10).
@@ -618,11 +619,13 @@ func (st *stream) recordOutcome(ts *typeState, sent, acked, msg string, nack boo
 	st.srv.metrics.acks[ts.t.Order].Add(1)
 }
 
+var nackSeed = maphash.MakeSeed()
+
 // nackHash identifies a NACK by the version it rejects and its message;
 // never 0.
 func nackHash(version, msg string) uint64 {
 	var h maphash.Hash
-	h.SetSeed(digestSeed)
+	h.SetSeed(nackSeed)
 	h.WriteString(version)
 	h.WriteByte(0)
 	h.WriteString(msg)

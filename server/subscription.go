@@ -5,6 +5,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // wildcardName is the explicit wildcard subscription (PROTOCOL S8, D3).
@@ -21,8 +22,8 @@ type typeState struct {
 	everNamed bool // a name (or "*") was sent: the legacy wildcard is over
 	wildcard  bool // subscribed to every resource of the type
 	// namesDigest identifies the latest applied SotW name list (see
-	// sotwRequest); namesKnown says it is set.
-	namesDigest namesDigest
+	// xdswire.SotwRequest); namesKnown says it is set.
+	namesDigest xdswire.NamesDigest
 	namesKnown  bool
 
 	// The explicit subscription (fNamed) and what the client holds by our

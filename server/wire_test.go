@@ -20,6 +20,7 @@ import (
 
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/server/internal/xdswire"
 )
 
 // The pre-encoded responses must decode to exactly the messages they stand
@@ -32,11 +33,11 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 	cp := newControlPlane("replica-1 revision 42")
 	sotw := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7",
 		Resources: []*anypb.Any{a.Body, b.Body}}
-	check(t, sotwWire(sotw, nil, [][]byte{a.SotWField(), b.SotWField()}, nil), sotw, new(discovery.DiscoveryResponse))
+	check(t, xdswire.SotwResponse(sotw, nil, [][]byte{a.SotWField(), b.SotWField()}, nil), sotw, new(discovery.DiscoveryResponse))
 	lazy := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message()}
 	withCP := &discovery.DiscoveryResponse{VersionInfo: "v1", TypeUrl: a.Type.URL, Nonce: "7", ControlPlane: cp.message(),
 		Resources: sotw.Resources}
-	check(t, sotwWire(lazy, cp.field(false), [][]byte{a.SotWField(), b.SotWField()}, func() { lazy.Resources = sotw.Resources }), withCP, new(discovery.DiscoveryResponse))
+	check(t, xdswire.SotwResponse(lazy, cp.field(false), [][]byte{a.SotWField(), b.SotWField()}, func() { lazy.Resources = sotw.Resources }), withCP, new(discovery.DiscoveryResponse))
 
 	deltaCheck := func(typ *resource.Type, items []item, removed []string, want *discovery.DeltaDiscoveryResponse) {
 		entries := deltaEntries(typ, items, removed)
@@ -50,7 +51,7 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 		if want.ControlPlane != nil {
 			field = cp.field(true)
 		}
-		check(t, deltaWire(resp, field, parts, func() {
+		check(t, xdswire.DeltaResponse(resp, field, parts, func() {
 			for i := range entries {
 				resp.Resources = append(resp.Resources, entries[i].message(typ))
 			}
@@ -67,7 +68,7 @@ func TestWireEncodingMatchesMessages(t *testing.T) {
 		Resources: []*discovery.Resource{{Name: "b", Version: b.Version, Resource: b.Body, Ttl: durationpb.New(time.Minute)}}})
 }
 
-func check(t *testing.T, w *wireResponse, want, got proto.Message) {
+func check(t *testing.T, w *xdswire.Response, want, got proto.Message) {
 	t.Helper()
 	bs, err := Codec{}.Marshal(w)
 	if err != nil {
@@ -97,27 +98,27 @@ func TestRawRequestDecodesLikeProto(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &sotwRequest{raw: raw}
-	d, names, err := r.decode()
+	r := &xdswire.SotwRequest{Raw: raw}
+	d, names, err := r.Decode()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.msg.ResourceNames, err = names(); err != nil {
+	if r.Msg.ResourceNames, err = names(); err != nil {
 		t.Fatal(err)
 	}
-	nodeBack(t, &r.node, &r.msg.Node)
-	if diff := cmp.Diff(req, &r.msg, protocmp.Transform()); diff != "" {
+	nodeBack(t, &r.Node, &r.Msg.Node)
+	if diff := cmp.Diff(req, &r.Msg, protocmp.Transform()); diff != "" {
 		t.Fatalf("decoded (-want +got):\n%s", diff)
 	}
-	if d.count != 3 {
-		t.Fatalf("%d names counted, want 3", d.count)
+	if d.Count != 3 {
+		t.Fatalf("%d names counted, want 3", d.Count)
 	}
 	// The digest tells lists apart by their encoding.
 	other := proto.Clone(req).(*discovery.DiscoveryRequest)
 	other.ResourceNames = []string{"a", "b", "c"}
 	raw2, _ := proto.Marshal(other)
-	d2, _, _ := (&sotwRequest{raw: raw2}).decode()
-	same, _, _ := (&sotwRequest{raw: raw}).decode()
+	d2, _, _ := (&xdswire.SotwRequest{Raw: raw2}).Decode()
+	same, _, _ := (&xdswire.SotwRequest{Raw: raw}).Decode()
 	if d2 == d || same != d {
 		t.Fatal("digests do not follow the names")
 	}
@@ -148,17 +149,17 @@ func FuzzRawRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DiscoveryRequest)
 		wantErr := lenientDecode(t, data, want)
-		r := &sotwRequest{raw: data}
-		_, names, err := r.decode()
+		r := &xdswire.SotwRequest{Raw: data}
+		_, names, err := r.Decode()
 		if err == nil {
-			r.msg.ResourceNames, err = names()
-			nodeBack(t, &r.node, &r.msg.Node)
+			r.Msg.ResourceNames, err = names()
+			nodeBack(t, &r.Node, &r.Msg.Node)
 		}
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("scanner error %v, reference error %v", err, wantErr)
 		}
-		if err == nil && !proto.Equal(&r.msg, want) { // the fast check; the diff only to report
-			t.Fatalf("scanner and reference differ (-reference +scanner):\n%s", cmp.Diff(want, &r.msg, protocmp.Transform()))
+		if err == nil && !proto.Equal(&r.Msg, want) { // the fast check; the diff only to report
+			t.Fatalf("scanner and reference differ (-reference +scanner):\n%s", cmp.Diff(want, &r.Msg, protocmp.Transform()))
 		}
 	})
 }
@@ -172,7 +173,7 @@ func FuzzNodeSkipped(f *testing.F) {
 	bad := append([]byte(nil), node...)
 	bad[2] = 0xff // the id, not UTF-8: the remembered node's size and wire format, and it does not decode
 	f.Add(bad)
-	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node))
+	f.Add(protowire.AppendBytes(protowire.AppendTag(nil, xdswire.DeltaReqNodeField, protowire.BytesType), node))
 	f.Add([]byte{0x0a, 0x0b, 0x0a, 0x01, 0x6e, 0x4a, 0x03, 0x0a, 0x01, 0x65, 0x12, 0x05, 0x78, 0x12, 0x01, 0x74})
 	// Subscribed names (field 3), which the codec leaves encoded: among
 	// other fields, not UTF-8, cut short, and field 3 as a varint.
@@ -198,16 +199,16 @@ func FuzzNodeSkipped(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		want := new(discovery.DeltaDiscoveryRequest)
 		wantErr := lenientDecode(t, data, want)
-		var got deltaRequest
+		var got xdswire.DeltaRequest
 		err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &got)
 		if (err == nil) != (wantErr == nil) {
 			t.Fatalf("delta: codec error %v, reference error %v", err, wantErr)
 		}
 		if err == nil {
-			nodeBack(t, &got.node, &got.msg.Node)
+			nodeBack(t, &got.Node, &got.Msg.Node)
 		}
-		if err == nil && !proto.Equal(&got.msg, want) { // the fast check; the diff only to report
-			t.Fatalf("delta: codec and reference differ (-reference +codec):\n%s", cmp.Diff(want, &got.msg, protocmp.Transform()))
+		if err == nil && !proto.Equal(&got.Msg, want) { // the fast check; the diff only to report
+			t.Fatalf("delta: codec and reference differ (-reference +codec):\n%s", cmp.Diff(want, &got.Msg, protocmp.Transform()))
 		}
 		wantErr = lenientDecode(t, data, new(corev3.Node))
 		// A stream that remembers a node that decoded, then sees data
@@ -234,13 +235,13 @@ func TestSubscribedNamesShared(t *testing.T) {
 	raw, _ := proto.Marshal(&discovery.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType,
 		ResourceNamesSubscribe: []string{"c1", "zz", "c1"}, ResponseNonce: "1"})
 	for _, only := range []*resource.Type{nil, resource.Lookup(resource.EndpointType)} {
-		r := deltaRequest{snap: snap, only: only}
+		r := xdswire.DeltaRequest{Snap: snap, Only: only}
 		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(raw)}, &r); err != nil {
 			t.Fatal(err)
 		}
-		got := r.msg.ResourceNamesSubscribe
-		if !slices.Equal(got, []string{"c1", "zz", "c1"}) || r.msg.ResponseNonce != "1" {
-			t.Fatalf("decoded %q, nonce %q", got, r.msg.ResponseNonce)
+		got := r.Msg.ResourceNamesSubscribe
+		if !slices.Equal(got, []string{"c1", "zz", "c1"}) || r.Msg.ResponseNonce != "1" {
+			t.Fatalf("decoded %q, nonce %q", got, r.Msg.ResponseNonce)
 		}
 		known := snap.Get(resource.Lookup(resource.EndpointType), "c1").Name
 		if unsafe.StringData(got[0]) != unsafe.StringData(known) || unsafe.StringData(got[2]) != unsafe.StringData(known) {
@@ -269,22 +270,22 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 		if len(nb) == len(badNode) {
 			wantNode = &corev3.Node{Id: "n"}
 		}
-		sotw := protowire.AppendBytes(protowire.AppendTag(nil, sotwReqNodeField, protowire.BytesType), nb)
-		sotw = appendString(sotw, sotwReqTypeURLField, resource.EndpointType)
-		r := &sotwRequest{raw: sotw}
-		_, _, err := r.decode()
-		nodeBack(t, &r.node, &r.msg.Node)
-		if err != nil || !proto.Equal(r.msg.Node, wantNode) || r.msg.TypeUrl != resource.EndpointType {
-			t.Errorf("SotW: %v, %v; want node %v", err, &r.msg, wantNode)
+		sotw := protowire.AppendBytes(protowire.AppendTag(nil, xdswire.SotwReqNodeField, protowire.BytesType), nb)
+		sotw = xdswire.AppendString(sotw, xdswire.SotwReqTypeURLField, resource.EndpointType)
+		r := &xdswire.SotwRequest{Raw: sotw}
+		_, _, err := r.Decode()
+		nodeBack(t, &r.Node, &r.Msg.Node)
+		if err != nil || !proto.Equal(r.Msg.Node, wantNode) || r.Msg.TypeUrl != resource.EndpointType {
+			t.Errorf("SotW: %v, %v; want node %v", err, &r.Msg, wantNode)
 		}
-		delta := appendString(nil, deltaReqTypeURLField, resource.EndpointType)
-		delta = protowire.AppendBytes(protowire.AppendTag(delta, deltaReqNodeField, protowire.BytesType), nb)
-		delta = appendString(delta, deltaReqNonceField, "7")
-		var d deltaRequest
+		delta := xdswire.AppendString(nil, xdswire.DeltaReqTypeURLField, resource.EndpointType)
+		delta = protowire.AppendBytes(protowire.AppendTag(delta, xdswire.DeltaReqNodeField, protowire.BytesType), nb)
+		delta = xdswire.AppendString(delta, xdswire.DeltaReqNonceField, "7")
+		var d xdswire.DeltaRequest
 		err = (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d)
-		nodeBack(t, &d.node, &d.msg.Node)
-		if err != nil || !proto.Equal(d.msg.Node, wantNode) || d.msg.TypeUrl != resource.EndpointType || d.msg.ResponseNonce != "7" {
-			t.Errorf("delta: %v, %v; want node %v", err, &d.msg, wantNode)
+		nodeBack(t, &d.Node, &d.Msg.Node)
+		if err != nil || !proto.Equal(d.Msg.Node, wantNode) || d.Msg.TypeUrl != resource.EndpointType || d.Msg.ResponseNonce != "7" {
+			t.Errorf("delta: %v, %v; want node %v", err, &d.Msg, wantNode)
 		}
 		// Another service's request on the same server is decoded whole.
 		var other discovery.DeltaDiscoveryRequest
@@ -297,27 +298,27 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 			t.Errorf("nodeDecodesLocked(%x) = false", nb)
 		}
 	}
-	if got := withoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, sotwReqNodeField); len(got) != 3 {
+	if got := xdswire.WithoutNodeExtensions([]byte{0x12, 0x05, 0x4a}, xdswire.SotwReqNodeField); len(got) != 3 {
 		t.Errorf("a request that does not parse changed: %x", got)
 	}
 }
 
-// nodeBack puts the node a request's requestNode took back into the
+// nodeBack puts the node a request's xdswire.RequestNode took back into the
 // request's message, for comparison with a decoder that keeps it there,
 // after checking that the node's kept encoding decodes to it.
-func nodeBack(t *testing.T, rn *requestNode, dst **corev3.Node) {
+func nodeBack(t *testing.T, rn *xdswire.RequestNode, dst **corev3.Node) {
 	t.Helper()
-	if rn.msg == nil {
-		if rn.raw != nil {
+	if rn.Msg == nil {
+		if rn.Raw != nil {
 			t.Fatalf("a kept node's encoding without the node")
 		}
 		return
 	}
 	n := new(corev3.Node)
-	if err := proto.Unmarshal(rn.raw, n); err != nil || !proto.Equal(n, rn.msg) || len(n.GetExtensions()) > 0 {
-		t.Fatalf("the kept node's encoding decodes to %v (%v), not %v", n, err, rn.msg)
+	if err := proto.Unmarshal(rn.Raw, n); err != nil || !proto.Equal(n, rn.Msg) || len(n.GetExtensions()) > 0 {
+		t.Fatalf("the kept node's encoding decodes to %v (%v), not %v", n, err, rn.Msg)
 	}
-	*dst = rn.msg
+	*dst = rn.Msg
 }
 
 // TestNodeMapEntryKeyOfWrongWireType: a node whose dynamic_parameters
@@ -335,8 +336,8 @@ func TestNodeMapEntryKeyOfWrongWireType(t *testing.T) {
 			t.Fatalf("nodeDecodesLocked refuses the node (time %d)", i+1)
 		}
 	}
-	req := protowire.AppendBytes(protowire.AppendTag(nil, deltaReqNodeField, protowire.BytesType), node)
-	var got deltaRequest
+	req := protowire.AppendBytes(protowire.AppendTag(nil, xdswire.DeltaReqNodeField, protowire.BytesType), node)
+	var got xdswire.DeltaRequest
 	if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(req)}, &got); err != nil {
 		t.Fatalf("a delta request with the node: %v", err)
 	}

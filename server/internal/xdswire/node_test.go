@@ -1,4 +1,4 @@
-package server
+package xdswire
 
 import (
 	"bytes"
@@ -11,7 +11,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -62,22 +61,22 @@ func TestSeenNodeSameBytes(t *testing.T) {
 		"one extension run": cat(id, ext, features),
 	} {
 		t.Run(name, func(t *testing.T) {
-			var s seenNode
-			if s.same(node) {
+			var s SeenNode
+			if s.Same(node) {
 				t.Fatal("a node is recognised before any is remembered")
 			}
-			s.remember(node)
-			if !s.same(append([]byte(nil), node...)) {
+			s.Remember(node)
+			if !s.Same(append([]byte(nil), node...)) {
 				t.Fatal("the remembered node is not recognised")
 			}
 			for i := range node {
 				changed := append([]byte(nil), node...)
 				changed[i] ^= 0x40
-				if s.same(changed) {
+				if s.Same(changed) {
 					t.Fatalf("byte %d changed, still recognised", i)
 				}
 			}
-			if s.same(append(append([]byte(nil), node...), id...)) || len(node) > 0 && s.same(node[:len(node)-1]) {
+			if s.Same(append(append([]byte(nil), node...), id...)) || len(node) > 0 && s.Same(node[:len(node)-1]) {
 				t.Fatal("a node of another size is recognised")
 			}
 		})
@@ -89,10 +88,10 @@ func TestSeenNodeSameBytes(t *testing.T) {
 // stream's copy does not alias the buffer its request was read into.
 func TestSeenNodeSharesExtensions(t *testing.T) {
 	a, b := repeatNode("n1", 20), repeatNode("n2-longer", 20)
-	var sa, sb, sc seenNode
-	sa.remember(a)
-	sb.remember(b)
-	sc.remember(repeatNodeFeatures("n1", 20, "f3"))
+	var sa, sb, sc SeenNode
+	sa.Remember(a)
+	sb.Remember(b)
+	sc.Remember(repeatNodeFeatures("n1", 20, "f3"))
 	if sa.extensions == (unique.Handle[string]{}) || sa.extensions != sb.extensions || sa.extensions != sc.extensions {
 		t.Fatalf("the extensions are not shared: %v, %v, %v", sa.extensions, sb.extensions, sc.extensions)
 	}
@@ -101,18 +100,18 @@ func TestSeenNodeSharesExtensions(t *testing.T) {
 	}
 	kept := append([]byte(nil), a...)
 	clear(a) // the read buffer, reused
-	if !sa.same(kept) {
+	if !sa.Same(kept) {
 		t.Fatal("the remembered extensions changed with the buffer they were read from")
 	}
-	if sa.same(b) || sb.same(kept) {
+	if sa.Same(b) || sb.Same(kept) {
 		t.Fatal("one node recognised as the other")
 	}
 	// A node with more extensions than is shared is remembered by hash.
-	big := repeatNode("n3", maxSharedExtensions/20)
-	var sbig seenNode
-	sbig.remember(big)
-	if sbig.extensions != (unique.Handle[string]{}) || !sbig.same(big) {
-		t.Fatalf("a node of %d bytes: shared %v, recognised %v", len(big), sbig.extensions != (unique.Handle[string]{}), sbig.same(big))
+	big := repeatNode("n3", MaxSharedExtensions/20)
+	var sbig SeenNode
+	sbig.Remember(big)
+	if sbig.extensions != (unique.Handle[string]{}) || !sbig.Same(big) {
+		t.Fatalf("a node of %d bytes: shared %v, recognised %v", len(big), sbig.extensions != (unique.Handle[string]{}), sbig.Same(big))
 	}
 }
 
@@ -126,30 +125,30 @@ func FuzzSeenNode(f *testing.F) {
 	f.Add(repeatNodeFeatures("a", 3, "x"), repeatNodeFeatures("a", 3, "y"))
 	f.Add([]byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, a, b []byte) {
-		if _, ok := nodeWithoutExtensions(a); !ok {
+		if _, ok := NodeWithoutExtensions(a); !ok {
 			return
 		}
-		var s seenNode
-		s.remember(a)
-		if !s.same(bytes.Clone(a)) {
+		var s SeenNode
+		s.Remember(a)
+		if !s.Same(bytes.Clone(a)) {
 			t.Fatalf("%x: not recognised", a)
 		}
-		if s.same(b) != bytes.Equal(a, b) {
-			t.Fatalf("remembered %x: same(%x) = %v", a, b, s.same(b))
+		if s.Same(b) != bytes.Equal(a, b) {
+			t.Fatalf("remembered %x: same(%x) = %v", a, b, s.Same(b))
 		}
 	})
 }
 
 // BenchmarkRepeatedNode compares recognising an Envoy's repeated node
-// (about 300 extensions) by seenNode with hashing it whole, as before.
+// (about 300 extensions) by SeenNode with hashing it whole, as before.
 func BenchmarkRepeatedNode(b *testing.B) {
 	node := repeatNode("node-1", 300)
 	b.Run("seenNode", func(b *testing.B) {
-		var s seenNode
-		s.remember(node)
+		var s SeenNode
+		s.Remember(node)
 		b.SetBytes(int64(len(node)))
 		for b.Loop() {
-			if !s.same(node) {
+			if !s.Same(node) {
 				b.Fatal("not recognised")
 			}
 		}
@@ -190,14 +189,14 @@ func TestShrinkRequest(t *testing.T) {
 		name  string
 		req   proto.Message
 		field protowire.Number
-	}{{"sotw", sotw, sotwReqNodeField}, {"delta", delta, deltaReqNodeField}} {
+	}{{"sotw", sotw, SotwReqNodeField}, {"delta", delta, DeltaReqNodeField}} {
 		raw := marshal(tc.req)
-		buf := shrinkRequest(raw, tc.field)
+		buf := ShrinkRequest(raw, tc.field)
 		if buf == nil {
 			t.Fatalf("%s: not shrunk", tc.name)
 		}
 		got := buf.ReadOnlyData()
-		if want := len(withoutNodeExtensions(raw, tc.field)); len(got) != want {
+		if want := len(WithoutNodeExtensions(raw, tc.field)); len(got) != want {
 			t.Errorf("%s: shrunk to %d bytes, want %d", tc.name, len(got), want)
 		}
 		if len(got) >= len(raw)/4 {
@@ -222,65 +221,16 @@ func TestShrinkRequest(t *testing.T) {
 
 	same := func(what string, raw []byte, field protowire.Number) {
 		t.Helper()
-		if got := shrinkRequest(raw, field); got != nil {
+		if got := ShrinkRequest(raw, field); got != nil {
 			t.Errorf("%s: shrunk to %d bytes, want the request left as it is", what, got.Len())
 		}
 	}
-	same("node without extensions", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", Node: noExt, ResourceNames: []string{"a"}}), sotwReqNodeField)
-	same("no node", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", ResourceNames: []string{"a"}, TypeUrl: "t"}), sotwReqNodeField)
+	same("node without extensions", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", Node: noExt, ResourceNames: []string{"a"}}), SotwReqNodeField)
+	same("no node", marshal(&discovery.DiscoveryRequest{VersionInfo: "v1", ResourceNames: []string{"a"}, TypeUrl: "t"}), SotwReqNodeField)
 	late := append(marshal(&discovery.DiscoveryRequest{ResourceNames: []string{"a"}}), marshal(&discovery.DiscoveryRequest{Node: &node})...)
-	same("node after the names", late, sotwReqNodeField)
+	same("node after the names", late, SotwReqNodeField)
 	cut := marshal(sotw)
-	same("cut short", cut[:len(cut)/2], sotwReqNodeField)
-}
-
-// fastPathsStream is a transport stream that offers the fast paths and
-// keeps what the server sets.
-type fastPathsStream struct {
-	inline func([]byte) bool
-	shrink func([]byte) mem.Buffer
-}
-
-func (f *fastPathsStream) SetInline(fn func([]byte) bool)       { f.inline = fn }
-func (f *fastPathsStream) SetShrink(fn func([]byte) mem.Buffer) { f.shrink = fn }
-
-// TestFastPathsShrinkEachVariantsNode checks that a stream sets its
-// transport up to shrink its own variant's requests: the node is field 2
-// of a SotW request and field 1 of an incremental one.
-func TestFastPathsShrinkEachVariantsNode(t *testing.T) {
-	var node corev3.Node
-	if err := proto.Unmarshal(repeatNode("n1", 300), &node); err != nil {
-		t.Fatal(err)
-	}
-	for _, tc := range []struct {
-		delta bool
-		req   proto.Message
-	}{
-		{false, &discovery.DiscoveryRequest{VersionInfo: "v1", Node: &node, TypeUrl: "t", ResponseNonce: "3"}},
-		{true, &discovery.DeltaDiscoveryRequest{Node: &node, TypeUrl: "t", ResponseNonce: "3"}},
-	} {
-		var f fastPathsStream
-		(&stream{delta: tc.delta}).useFastPaths(&f)
-		if f.inline == nil || f.shrink == nil {
-			t.Fatalf("delta %v: fast paths not set", tc.delta)
-		}
-		raw, err := proto.Marshal(tc.req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		buf := f.shrink(raw)
-		if buf == nil {
-			t.Fatalf("delta %v: a request repeating a node with 300 extensions was not shrunk", tc.delta)
-		}
-		back := tc.req.ProtoReflect().New().Interface()
-		if err := proto.Unmarshal(buf.ReadOnlyData(), back); err != nil {
-			t.Fatalf("delta %v: %v", tc.delta, err)
-		}
-		buf.Free()
-		if got := back.ProtoReflect().Get(back.ProtoReflect().Descriptor().Fields().ByName("node")).Message().Interface().(*corev3.Node); got.GetId() != "n1" || len(got.GetExtensions()) != 0 {
-			t.Errorf("delta %v: shrunk to node %v", tc.delta, got)
-		}
-	}
+	same("cut short", cut[:len(cut)/2], SotwReqNodeField)
 }
 
 // nodeFields counts req's node fields (field nodeField, of wire type
@@ -300,7 +250,7 @@ func nodeFields(req []byte, nodeField protowire.Number) int {
 	return c
 }
 
-// FuzzShrinkRequest checks shrinkRequest against withoutNodeExtensions,
+// FuzzShrinkRequest checks ShrinkRequest against WithoutNodeExtensions,
 // which the handler decodes a request through: a shrunk request is
 // shorter, is the same bytes when the request decodes and has one node,
 // and decodes as the request does. The seeds hold a node tag in a longer
@@ -321,13 +271,13 @@ func FuzzShrinkRequest(f *testing.F) {
 	two = protowire.AppendBytes(protowire.AppendTag(two, 2, protowire.BytesType), n)
 	f.Add(two, true)
 	f.Fuzz(func(t *testing.T, req []byte, isSotw bool) {
-		field := protowire.Number(deltaReqNodeField)
+		field := protowire.Number(DeltaReqNodeField)
 		newReq := func() proto.Message { return new(discovery.DeltaDiscoveryRequest) }
 		if isSotw {
-			field = sotwReqNodeField
+			field = SotwReqNodeField
 			newReq = func() proto.Message { return new(discovery.DiscoveryRequest) }
 		}
-		buf := shrinkRequest(req, field)
+		buf := ShrinkRequest(req, field)
 		if buf == nil {
 			return
 		}
@@ -336,8 +286,8 @@ func FuzzShrinkRequest(f *testing.F) {
 		if len(got) >= len(req) {
 			t.Fatalf("shrunk %d bytes to %d", len(req), len(got))
 		}
-		want := withoutNodeExtensions(req, field)
-		// shrinkRequest reads a request only as far as its node: where the
+		want := WithoutNodeExtensions(req, field)
+		// ShrinkRequest reads a request only as far as its node: where the
 		// rest does not parse, decoding fails either way.
 		if proto.Unmarshal(want, newReq()) != nil {
 			return
@@ -346,7 +296,7 @@ func FuzzShrinkRequest(f *testing.F) {
 			t.Fatalf("shrunk to %x, want %x", got, want)
 		}
 		m1, m2 := newReq(), newReq()
-		e1, e2 := proto.Unmarshal(withoutNodeExtensions(got, field), m1), proto.Unmarshal(want, m2)
+		e1, e2 := proto.Unmarshal(WithoutNodeExtensions(got, field), m1), proto.Unmarshal(want, m2)
 		if e1 != nil || e2 != nil || !proto.Equal(m1, m2) {
 			t.Fatalf("decodes as %v (%v), want %v (%v)", m1, e1, m2, e2)
 		}
@@ -358,13 +308,13 @@ func FuzzShrinkRequest(f *testing.F) {
 // decodes them all); once is.
 func TestSotwAckHeadTwoNodes(t *testing.T) {
 	good, _ := proto.Marshal(&corev3.Node{Id: "n1"})
-	head := appendString(nil, sotwReqVersionField, "v1")
-	once := protowire.AppendBytes(protowire.AppendTag(head, sotwReqNodeField, protowire.BytesType), good)
-	if _, node, _, ok := sotwAckHead(once); !ok || string(node) != string(good) {
+	head := AppendString(nil, SotwReqVersionField, "v1")
+	once := protowire.AppendBytes(protowire.AppendTag(head, SotwReqNodeField, protowire.BytesType), good)
+	if _, node, _, ok := SotwAckHead(once); !ok || string(node) != string(good) {
 		t.Fatalf("one node: ok %v, node %q", ok, node)
 	}
-	twice := protowire.AppendBytes(protowire.AppendTag(once[:len(once):len(once)], sotwReqNodeField, protowire.BytesType), []byte{0x0a, 0x02, 0xff, 0xfe})
-	if _, _, _, ok := sotwAckHead(twice); ok {
+	twice := protowire.AppendBytes(protowire.AppendTag(once[:len(once):len(once)], SotwReqNodeField, protowire.BytesType), []byte{0x0a, 0x02, 0xff, 0xfe})
+	if _, _, _, ok := SotwAckHead(twice); ok {
 		t.Fatal("two nodes read as a plain ACK's head")
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package xdswire
 
 import (
 	"hash/maphash"
@@ -7,12 +7,12 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
-// maxSharedExtensions bounds the encoded extensions a stream shares with
+// MaxSharedExtensions bounds the encoded extensions a stream shares with
 // others through the process-wide table (unique.Make): a node with more
 // is remembered by its hash alone.
-const maxSharedExtensions = 256 << 10
+const MaxSharedExtensions = 256 << 10
 
-// seenNode is what a stream keeps of the last node repeated in its
+// SeenNode is what a stream keeps of the last node repeated in its
 // requests that decoded, so that a request repeating it again costs little
 // to recognise. An Envoy repeats its node, tens of KB, in every request,
 // and most of it is the list of its extensions, which all the Envoys of a
@@ -20,7 +20,7 @@ const maxSharedExtensions = 256 << 10
 // unique.Handle, freed once no stream holds it) and compared byte for byte
 // (memequal reads about twice as fast as maphash hashes), and the bytes
 // before and after it, the node's own, are kept as hashes.
-type seenNode struct {
+type SeenNode struct {
 	set        bool // something is remembered
 	size       int
 	extAt      int                   // where the extensions' run starts
@@ -28,9 +28,9 @@ type seenNode struct {
 	head, tail uint64                // hashes of the bytes before and after the run
 }
 
-// same reports whether node is, byte for byte (up to the hashes), the
+// Same reports whether node is, byte for byte (up to the hashes), the
 // node remembered.
-func (s *seenNode) same(node []byte) bool {
+func (s *SeenNode) Same(node []byte) bool {
 	if !s.set || len(node) != s.size {
 		return false
 	}
@@ -46,11 +46,11 @@ func (s *seenNode) same(node []byte) bool {
 		maphash.Bytes(digestSeed, node[end:]) == s.tail
 }
 
-// remember makes s remember node, an encoded Node that parses.
-func (s *seenNode) remember(node []byte) {
+// Remember makes s remember node, an encoded Node that parses.
+func (s *SeenNode) Remember(node []byte) {
 	at, end := extensionsRun(node)
-	*s = seenNode{set: true, size: len(node), extAt: at}
-	if end > at && end-at <= maxSharedExtensions {
+	*s = SeenNode{set: true, size: len(node), extAt: at}
+	if end > at && end-at <= MaxSharedExtensions {
 		s.extensions = unique.Make(string(node[at:end]))
 	} else {
 		end = at
@@ -69,7 +69,7 @@ func extensionsRun(node []byte) (start, end int) {
 		if n < 0 {
 			break
 		}
-		isExt := num == nodeExtensions.Number()
+		isExt := num == NodeExtensions.Number()
 		if isExt && start < 0 {
 			start = i
 		} else if !isExt && start >= 0 {
