@@ -2,12 +2,8 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"hash/maphash"
-	"io"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -101,166 +97,6 @@ type stream struct {
 	warnedType bool
 	// repeated is the last repeated node that decoded (see nodeDecodesLocked).
 	repeated xdswire.SeenNode
-}
-
-// serve runs the stream on the handler's goroutine: it receives requests
-// and handles each in a turn. A goroutine of the waker's takes the turns
-// that publications and timers call for, so that an idle stream has no
-// goroutine of its own but this one, blocked in recv. A send error ends the
-// gRPC stream (grpc-go writes its status), which makes recv fail.
-func serve[Req any](st *stream, recv func() (Req, error), handle func(Req) error) error {
-	st.waker.fn = st.wakeUp
-	defer st.close()
-	for {
-		req, err := recv()
-		if err != nil {
-			if failed := st.failure(); failed != nil {
-				err = failed
-			} else if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return err
-		}
-		err = st.turn(func() error { return handle(req) })
-		if r, ok := any(req).(interface{ Release() }); ok {
-			r.Release() // the request's bytes go back to gRPC's pool
-		}
-		if err != nil {
-			return err
-		}
-	}
-}
-
-// wakeUp takes a turn for a publication or a timer, or, if a turn is
-// running, leaves it to that one to take another when it ends.
-func (st *stream) wakeUp() {
-	st.gate.Lock()
-	if st.busy {
-		st.pending = true
-		st.gate.Unlock()
-		return
-	}
-	st.busy = true
-	st.gate.Unlock()
-	st.mu.Lock()
-	_ = st.turnLocked(nil) // a failure is kept in st.failed
-	st.endTurn()
-}
-
-// endTurn ends a turn, whose goroutine holds mu and made the stream busy:
-// it first takes the turns wake-ups asked for meanwhile.
-func (st *stream) endTurn() {
-	for {
-		st.gate.Lock()
-		if !st.pending || st.handlerWaits {
-			st.busy, st.pending = false, false
-			st.turnEnded.Signal() // the handler, if it waits
-			st.gate.Unlock()
-			st.mu.Unlock()
-			return
-		}
-		st.pending = false
-		st.gate.Unlock()
-		_ = st.turnLocked(nil)
-	}
-}
-
-// failure returns the error a turn met, if any.
-func (st *stream) failure() error {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.failed
-}
-
-// turn handles one event under the stream's lock: it runs handle (if any),
-// adopts a new snapshot, opens the warm gate if it timed out, sends
-// heartbeats that are due, then pushes what the state calls for. An error
-// fails the stream for good.
-func (st *stream) turn(handle func() error) error {
-	st.gate.Lock()
-	for st.busy {
-		st.handlerWaits = true
-		st.turnEnded.Wait()
-	}
-	st.busy, st.handlerWaits = true, false
-	st.gate.Unlock()
-	st.mu.Lock()
-	err := st.turnLocked(handle)
-	st.endTurn()
-	return err
-}
-
-// turnLocked is turn's work; st.mu is held.
-func (st *stream) turnLocked(handle func() error) error {
-	if st.failed != nil {
-		return st.failed
-	}
-	if st.closed { // nothing is sent, or awaited, after close
-		return nil
-	}
-	err := st.step(handle)
-	if err != nil {
-		st.failed = err
-	}
-	return err
-}
-
-func (st *stream) step(handle func() error) error {
-	if handle != nil {
-		if err := handle(); err != nil {
-			if !isRefusal(err) { // logged, at a bounded rate, as it was refused
-				st.logger().Warn("closing stream", "error", err)
-			}
-			return err
-		}
-	}
-	if st.watcher != nil && st.watcher.HasNews() {
-		st.takeSnapshot()
-	}
-	now := time.Now()
-	if st.warm.due(now) {
-		st.warm.clear()
-	}
-	if st.hb.due(now) {
-		if err := st.sendHeartbeats(); err != nil {
-			return st.sendFailed(err)
-		}
-	}
-	if err := st.sendDueBeats(true); err != nil {
-		return st.sendFailed(err)
-	}
-	if err := st.push(); err != nil {
-		return st.sendFailed(err)
-	}
-	if err := st.sendDueBeats(false); err != nil {
-		return st.sendFailed(err)
-	}
-	st.publishedAt = time.Time{} // later responses answer requests, not the publication
-	st.rearmHeartbeat()
-	return nil
-}
-
-// sendFailed logs a failed send, which most often means the client has
-// gone, and returns err.
-func (st *stream) sendFailed(err error) error {
-	st.logger().Debug("stream ends: a send failed", "error", err)
-	return err
-}
-
-// takeSnapshot adopts the watcher's latest snapshot and marks what changed.
-func (st *stream) takeSnapshot() {
-	snap, pending, at := st.watcher.Take()
-	st.snap, st.publishedAt = snap, at
-	st.names.Store(snap)
-	for _, ts := range st.types.list {
-		if pending.All {
-			ts.reeval = true
-			continue
-		}
-		for _, ch := range pending.Changes {
-			ts.markDirty(ch[ts.t])
-		}
-	}
 }
 
 // close ends the stream: it stops the waker first (waiting for a turn in
@@ -414,6 +250,21 @@ func (st *stream) startEncoded(node []byte, msg *corev3.Node) error {
 	return nil
 }
 
+// requestState starts the stream from node, if it is the first request's
+// (whatever its type: S1), and returns the state of the type the request
+// names: nil, with the error that ends the stream or none, if the request
+// is to be ignored.
+func (st *stream) requestState(node *corev3.Node, typeURL string) (*typeState, error) {
+	if err := st.start(node); err != nil {
+		return nil, err
+	}
+	t, err := st.typeOf(typeURL)
+	if t == nil {
+		return nil, err
+	}
+	return st.state(t), nil
+}
+
 // state returns the stream's state for t, creating it.
 func (st *stream) state(t *resource.Type) *typeState {
 	ts := st.types.get(t)
@@ -424,210 +275,9 @@ func (st *stream) state(t *resource.Type) *typeState {
 	return ts
 }
 
-// handleSotw applies one SotW request (S1 to S8, S13, S14).
-func (st *stream) handleSotw(req *discovery.DiscoveryRequest) error {
-	return st.handleSotwDigest(req, xdswire.DigestNames(req.GetResourceNames()))
-}
-
-// handleSotwDigest is handleSotw for a request whose names have digest d.
-// If d is that of the names the type last applied, the request's names
-// are not looked at (they may be left undecoded).
-func (st *stream) handleSotwDigest(req *discovery.DiscoveryRequest, d xdswire.NamesDigest) error {
-	if err := st.start(req.GetNode()); err != nil { // the first request's node, whatever its type (S1)
-		return err
-	}
-	t, err := st.typeOf(req.GetTypeUrl())
-	if t == nil {
-		return err
-	}
-	ts := st.state(t)
-	nonce := req.GetResponseNonce()
-	// A request with another nonce than the latest is stale (S5):
-	// superseded by a response the client has not seen yet. Its version
-	// says nothing of that response, and it gets no response of its own
-	// (one is in flight, and the next waits for its reply), but its names
-	// are the client's newest (S7): a name it drops there, it ignores in
-	// the response in flight, and names again later only to be sent it
-	// again (S10).
-	if nonce != "" && nonce == ts.nonce {
-		st.recordReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
-	} else if nonce != "" && nonce == ts.prevNonce {
-		st.recordSupersededReply(ts, req.GetVersionInfo(), req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
-	}
-	first := !ts.active
-	ts.active = true
-	if !ts.namesKnown || ts.namesDigest != d {
-		grew := false
-		if names := req.GetResourceNames(); !first || !ts.adoptNames(st.snap, names, fNamed|fResend) {
-			grew = ts.setNames(names)
-		}
-		ts.namesDigest, ts.namesKnown = d, true
-		// A spontaneous request (no nonce: never stale) that asks for
-		// more than the response in flight is answered without waiting
-		// for that response's reply (S7): the client sent it before it
-		// saw that response, whose reply may never come.
-		if grew && nonce == "" && ts.waiting {
-			ts.superseded = true
-		}
-	}
-	// Resume only a subscription to everything (S13): of one by name, the
-	// version does not tell which of the names the client still holds.
-	if first && req.GetVersionInfo() != "" && nonce == "" && ts.wildcard && len(ts.keys) == 0 {
-		ts.resume = req.GetVersionInfo()
-	}
-	return nil
-}
-
-// handleDeltaRequest applies one incremental request as received.
-func (st *stream) handleDeltaRequest(r *xdswire.DeltaRequest) error {
-	if err := st.startFrom(&r.Node); err != nil {
-		return err
-	}
-	return st.handleDelta(&r.Msg)
-}
-
-// handleDelta applies one incremental request (D2, D3, D6, D9, D10).
-func (st *stream) handleDelta(req *discovery.DeltaDiscoveryRequest) error {
-	if err := st.start(req.GetNode()); err != nil { // the first request's node, whatever its type (S1)
-		return err
-	}
-	t, err := st.typeOf(req.GetTypeUrl())
-	if t == nil {
-		return err
-	}
-	ts := st.state(t)
-	nonce := req.GetResponseNonce()
-	if nonce != "" && nonce == ts.nonce {
-		st.recordReply(ts, ts.lastVersion, req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
-		if ts.nDropped > 0 && !ts.wildcard && !slices.Contains(req.GetResourceNamesSubscribe(), wildcardName) {
-			// What it stopped naming while the response was in flight
-			// the client did not take in without a wildcard (leaveScope);
-			// with one given in this very request, which the client
-			// sent once it had the response, it may have (subscribe
-			// sends it again, or its removal).
-			ts.own()
-			ts.clearDropped()
-			ts.compact()
-		}
-	} else if nonce != "" && nonce == ts.prevNonce {
-		st.recordSupersededReply(ts, "", req.GetErrorDetail().GetMessage(), req.GetErrorDetail() != nil)
-	}
-	// A stale nonce still carries subscription changes (D2).
-	first := !ts.active
-	ts.active = true
-	sub, unsub := req.GetResourceNamesSubscribe(), req.GetResourceNamesUnsubscribe()
-	if !first || len(unsub) > 0 || len(req.GetInitialResourceVersions()) > 0 || !ts.adoptNames(st.snap, sub, fNamed) {
-		ts.subscribe(sub, unsub, first)
-	}
-	// A subscription that is not the reply to the response in flight (a
-	// stale nonce, or none) is answered without waiting for that reply
-	// (D2, S7): Envoy ACKs the response it has just applied and
-	// subscribes to what it brought in one request, while a newer
-	// response may be on its way.
-	if len(sub) > 0 && ts.waiting && nonce != ts.nonce {
-		ts.superseded = true
-	}
-	if first && len(req.GetInitialResourceVersions()) > 0 {
-		// What the client has of what it subscribes to (D6); it drops the
-		// rest, which a later subscription must send again.
-		var items []item
-		for name, v := range req.GetInitialResourceVersions() {
-			if e := ts.lookup(name); ts.wildcard || (e != nil && e.flags&fNamed != 0) {
-				// The snapshot's own resource when the client holds its
-				// version (a client back from another replica holds the
-				// most), else a bodiless stand-in for that version.
-				if r := st.snap.Get(t, name); r != nil && r.Version == v {
-					items = append(items, item{key: r.Name, res: r})
-				} else {
-					items = append(items, item{key: name, res: resource.Placeholder(t, name, v)})
-				}
-			}
-		}
-		ts.holdItems(items)
-		// Shown as what the client holds, until a response changes it:
-		// a client back from another replica may be sent nothing.
-		st.status.resumed(ts.t, ts.version())
-	}
-	return nil
-}
-
-// await records that ts's latest response, nonce, awaits its reply.
-func (st *stream) await(ts *typeState, nonce string) {
-	if ts.superseded && ts.waiting { // its reply may still come: see recordSupersededReply
-		ts.prevNonce, ts.prevVersion = ts.nonce, ts.nonceVersion
-	} else {
-		ts.prevNonce, ts.prevVersion = "", ""
-	}
-	ts.nonce, ts.nonceVersion, ts.superseded = nonce, ts.lastVersion, false
-	if !ts.waiting {
-		ts.waiting = true
-		st.srv.awaiting.Add(1)
-	}
-}
-
-// stopWaiting records that ts's latest response awaits no reply any more:
-// it was answered, or the stream ended.
-func (st *stream) stopWaiting(ts *typeState) {
-	ts.superseded = false
-	if ts.waiting {
-		ts.waiting = false
-		st.srv.awaiting.Add(-1)
-	}
-}
-
-// recordReply records an ACK or NACK of the type's latest response.
-func (st *stream) recordReply(ts *typeState, version, msg string, nack bool) {
-	st.stopWaiting(ts)
-	st.recordAccepted(ts, nack)
-	st.recordOutcome(ts, ts.lastVersion, version, msg, nack)
-}
-
-// recordSupersededReply records an ACK or NACK of the response a request
-// superseded (see typeState.superseded), which came after the response
-// sent in its place: the NACK counts, and is logged and shown, as any.
-func (st *stream) recordSupersededReply(ts *typeState, version, msg string, nack bool) {
-	if !nack {
-		version = ts.prevVersion
-	}
-	st.recordSupersededAccepted(ts, nack)
-	st.recordOutcome(ts, ts.prevVersion, version, msg, nack)
-	ts.prevNonce, ts.prevVersion = "", ""
-}
-
-// recordOutcome records a NACK of the response of version sent, or an ACK
-// of version acked, in the warm gate, the log, the status and the metrics.
-func (st *stream) recordOutcome(ts *typeState, sent, acked, msg string, nack bool) {
-	if nack {
-		st.warm.nack(ts.t)
-		msg = nackText(msg)
-		// A client may NACK the same version again and again (a SotW TTL
-		// refresh sends it every TTL/2): the first of a run is a warning,
-		// the rest are counted in the metrics and the status only.
-		level := slog.LevelWarn
-		if h := nackHash(sent, msg); h == ts.nackLogged {
-			level = slog.LevelDebug
-		} else {
-			ts.nackLogged = h
-		}
-		st.logger().Log(context.Background(), level, "NACK", "type", ts.t.Short, "rejected_version", sent, "message", msg)
-		st.status.nack(ts.t, sent, msg)
-		st.srv.metrics.nacks[ts.t.Order].Add(1)
-		return
-	}
-	ts.nackLogged = 0
-	st.status.ack(ts.t, acked)
-	st.srv.metrics.acks[ts.t.Order].Add(1)
-}
-
-var nackSeed = maphash.MakeSeed()
-
-// nackHash identifies a NACK by the version it rejects and its message;
-// never 0.
-func nackHash(version, msg string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(nackSeed)
-	h.WriteString(version)
-	h.WriteByte(0)
-	h.WriteString(msg)
-	return h.Sum64() | 1
+// errInvalidRequest is the error that ends a stream sent an undecodable
+// request: the code grpc-go gives when its own codec cannot decode one, so
+// every variant answers garbage alike.
+func errInvalidRequest(err error) error {
+	return status.Errorf(codes.Internal, "grpc: failed to unmarshal the received message: %v", err)
 }
