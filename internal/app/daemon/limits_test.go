@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"io"
 	"net"
 	"strings"
@@ -10,9 +9,7 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
 
@@ -66,24 +63,15 @@ func TestMaxRecvMsgSizeBothTransports(t *testing.T) {
 	for _, transport := range []string{"xdsd", "grpc-go"} {
 		t.Run(transport, func(t *testing.T) {
 			addrs := startDaemon(t, Options{GRPCTransport: transport, MaxRecvMsgSize: 64 << 10})
-			cc, err := grpc.NewClient(addrs.XDS, grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cc.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
-			defer cancel()
+			openADS := adsStreams(t, addrs.XDS)
 			for _, size := range []int{1 << 10, 100 << 10} {
-				s, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
+				s := openADS()
 				req := &discovery.DiscoveryRequest{Node: &corev3.Node{Id: "n1", Cluster: strings.Repeat("c", size)},
 					TypeUrl: "type.googleapis.com/envoy.config.cluster.v3.Cluster"}
 				if err := s.Send(req); err != nil {
 					t.Fatal(err)
 				}
-				_, err = s.Recv()
+				_, err := s.Recv()
 				if tooLarge := size > 64<<10; tooLarge != (status.Code(err) == codes.ResourceExhausted) || !tooLarge && err != nil {
 					t.Errorf("a request of %d KiB: %v", size>>10, err)
 				}

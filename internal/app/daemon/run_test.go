@@ -8,9 +8,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	discovery "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/xdsd/xdsd/internal/testutil/poll"
 )
@@ -116,4 +121,48 @@ func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// configDump polls GET path (/config_dump and its query) on the admin
+// address until it answers 200 with a body that holds every one of want,
+// and returns the body.
+func configDump(t *testing.T, admin, path string, want ...string) string {
+	t.Helper()
+	var body string
+	eventually(t, "the configuration in "+path, func() bool {
+		var code int
+		code, body = get(t, admin, path, "")
+		if code != http.StatusOK {
+			return false
+		}
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				return false
+			}
+		}
+		return true
+	})
+	return body
+}
+
+// adsStreams dials the xDS address addr without TLS and returns a function
+// that opens an ADS stream on that connection. The connection and its
+// streams end with the test, or after waitTimeout.
+func adsStreams(t *testing.T, addr string) func() discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
+	t.Helper()
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	t.Cleanup(cancel)
+	return func() discovery.AggregatedDiscoveryService_StreamAggregatedResourcesClient {
+		t.Helper()
+		s, err := discovery.NewAggregatedDiscoveryServiceClient(cc).StreamAggregatedResources(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 }

@@ -62,20 +62,9 @@ func TestConfigDumpRedacts(t *testing.T) {
 		writeFile(t, filepath.Join(dir, name), content)
 	}
 
-	dump := func(t *testing.T, admin string) string {
-		t.Helper()
-		var body string
-		eventually(t, "the configuration in /config_dump", func() bool {
-			var code int
-			code, body = get(t, admin, "/config_dump", "")
-			return code == http.StatusOK && strings.Contains(body, "server-cert") && strings.Contains(body, "https")
-		})
-		return body
-	}
-
 	t.Run("redacted", func(t *testing.T) {
 		addrs := startDaemon(t, Options{ConfigDir: dir, WriteDir: out})
-		body := dump(t, addrs.Admin)
+		body := configDump(t, addrs.Admin, "/config_dump", "server-cert", "https")
 		if strings.Contains(body, keyLine) || strings.Contains(body, "generic-secret-value") {
 			t.Errorf("/config_dump shows secret material:\n%s", body)
 		}
@@ -101,7 +90,7 @@ func TestConfigDumpRedacts(t *testing.T) {
 	t.Run("AdminShowSecrets", func(t *testing.T) {
 		var log logBuffer
 		addrs := startDaemon(t, Options{ConfigDir: dir, AdminShowSecrets: true, Logger: slog.New(slog.NewTextHandler(&log, nil))})
-		body := dump(t, addrs.Admin)
+		body := configDump(t, addrs.Admin, "/config_dump", "server-cert", "https")
 		if !strings.Contains(body, keyLine) || !strings.Contains(body, "generic-secret-value") || strings.Contains(body, "[redacted]") {
 			t.Errorf("/config_dump with AdminShowSecrets does not show the secrets:\n%s", body)
 		}
