@@ -4,6 +4,6 @@
 // stream, a SotW request's names are hashed rather than decoded, plain
 // ACKs are recognised from their bytes, and responses are assembled from
 // pre-encoded parts that every stream shares. Every shortcut here falls
-// back to protobuf's decoding wherever the outcome could differ; the
-// package's fuzz tests hold each against a reference decoder.
+// back to protobuf's decoding wherever the outcome could differ; fuzz
+// tests, here and in package server, hold each against a reference decoder.
 package xdswire
