@@ -86,8 +86,11 @@ func check(t *testing.T, w *xdswire.Response, want, got proto.Message) {
 		t.Fatal(err)
 	}
 	fresh := want.ProtoReflect().New().Interface()
-	if err := proto.Unmarshal(b, fresh); err != nil || !proto.Equal(fresh, want) {
-		t.Fatalf("fallback marshalling: %v, %v", err, fresh)
+	if err := proto.Unmarshal(b, fresh); err != nil {
+		t.Fatalf("fallback marshalling: %v", err)
+	}
+	if d := cmp.Diff(want, fresh, protocmp.Transform()); d != "" {
+		t.Fatalf("fallback marshalling decodes to (-want +got):\n%s", d)
 	}
 }
 
@@ -275,8 +278,11 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 		r := &xdswire.SotwRequest{Raw: sotw}
 		_, _, err := r.Decode()
 		nodeBack(t, &r.Node, &r.Msg.Node)
-		if err != nil || !proto.Equal(r.Msg.Node, wantNode) || r.Msg.TypeUrl != resource.EndpointType {
-			t.Errorf("SotW: %v, %v; want node %v", err, &r.Msg, wantNode)
+		if err != nil || r.Msg.TypeUrl != resource.EndpointType {
+			t.Errorf("SotW: %v, %v", err, &r.Msg)
+		}
+		if d := cmp.Diff(wantNode, r.Msg.Node, protocmp.Transform()); d != "" {
+			t.Errorf("SotW: node (-want +got):\n%s", d)
 		}
 		delta := xdswire.AppendString(nil, xdswire.DeltaReqTypeURLField, resource.EndpointType)
 		delta = protowire.AppendBytes(protowire.AppendTag(delta, xdswire.DeltaReqNodeField, protowire.BytesType), nb)
@@ -284,8 +290,11 @@ func TestNodeExtensionsSkipped(t *testing.T) {
 		var d xdswire.DeltaRequest
 		err = (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(delta)}, &d)
 		nodeBack(t, &d.Node, &d.Msg.Node)
-		if err != nil || !proto.Equal(d.Msg.Node, wantNode) || d.Msg.TypeUrl != resource.EndpointType || d.Msg.ResponseNonce != "7" {
-			t.Errorf("delta: %v, %v; want node %v", err, &d.Msg, wantNode)
+		if err != nil || d.Msg.TypeUrl != resource.EndpointType || d.Msg.ResponseNonce != "7" {
+			t.Errorf("delta: %v, %v", err, &d.Msg)
+		}
+		if diff := cmp.Diff(wantNode, d.Msg.Node, protocmp.Transform()); diff != "" {
+			t.Errorf("delta: node (-want +got):\n%s", diff)
 		}
 		// Another service's request on the same server is decoded whole.
 		var other discovery.DeltaDiscoveryRequest
@@ -315,8 +324,11 @@ func nodeBack(t *testing.T, rn *xdswire.RequestNode, dst **corev3.Node) {
 		return
 	}
 	n := new(corev3.Node)
-	if err := proto.Unmarshal(rn.Raw, n); err != nil || !proto.Equal(n, rn.Msg) || len(n.GetExtensions()) > 0 {
-		t.Fatalf("the kept node's encoding decodes to %v (%v), not %v", n, err, rn.Msg)
+	if err := proto.Unmarshal(rn.Raw, n); err != nil || len(n.GetExtensions()) > 0 {
+		t.Fatalf("the kept node's encoding decodes to %v (%v)", n, err)
+	}
+	if d := cmp.Diff(rn.Msg, n, protocmp.Transform()); d != "" {
+		t.Fatalf("the kept node's encoding decodes to another node (-kept +decoded):\n%s", d)
 	}
 	*dst = rn.Msg
 }

@@ -32,8 +32,14 @@ func TestRequestNodeTakesOnlyANewNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	back := new(corev3.Node)
-	if err := proto.Unmarshal(first.Raw, back); err != nil || !proto.Equal(back, want) || !proto.Equal(first.Msg, want) {
-		t.Fatalf("kept %v (%v) and %v, want %v", back, err, first.Msg, want)
+	if err := proto.Unmarshal(first.Raw, back); err != nil {
+		t.Fatalf("the kept encoding does not decode: %v", err)
+	}
+	if d := cmp.Diff(want, back, protocmp.Transform()); d != "" {
+		t.Fatalf("kept encoding decodes to (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(want, first.Msg, protocmp.Transform()); d != "" {
+		t.Fatalf("kept node (-want +got):\n%s", d)
 	}
 	if string(first.Raw) != string(stripped) {
 		t.Fatal("the kept encoding is not the node's without its extensions")
