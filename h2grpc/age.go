@@ -53,11 +53,27 @@ func (c *conn) ageOut() {
 
 // endStreams ends every stream of the connection with UNAVAILABLE, in
 // trailers, so that their clients call again (on a new connection); the
-// connection, which sent GOAWAY, closes as the last handler returns.
+// connection, which sent GOAWAY, closes as the last handler returns. A
+// stream with a message part sent, the rest waiting for window, cannot end
+// so: its client would read the trailers as the end of a message cut
+// short, an error of its own rather than UNAVAILABLE. If there is one, the
+// connection is closed once the other streams' trailers are written, as
+// grpc-go's server closes a connection at the end of its grace: the
+// client's calls on it fail UNAVAILABLE.
 func (c *conn) endStreams() {
+	cut := false
 	for _, st := range c.openStreams(false) {
-		st.writeStatus(errMaxAge)
+		c.wmu.Lock()
+		if st.partial && !st.done {
+			cut = true
+		} else {
+			st.writeStatusLocked(errMaxAge)
+		}
+		c.wmu.Unlock()
 		st.reset(errMaxAge)
+	}
+	if cut {
+		c.raw.Close()
 	}
 }
 

@@ -2,10 +2,12 @@ package h2grpc_test
 
 import (
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/status"
@@ -100,4 +102,43 @@ func TestMaxConnectionAge(t *testing.T) {
 			t.Fatalf("the stream open on the aged connection broke: %v", err)
 		}
 	})
+}
+
+// TestMaxConnectionAgeGraceMidMessage: at the end of a connection's grace,
+// a stream whose message is part sent, the rest waiting for window the
+// client does not give, gets no trailers, which its client would read as
+// a message cut short; the connection is closed instead (its calls fail
+// UNAVAILABLE on the client), after an idle stream's trailers.
+func TestMaxConnectionAgeGraceMidMessage(t *testing.T) {
+	_, _, addr := start(t, h2grpc.Options{MaxConnectionAge: 100 * time.Millisecond, MaxConnectionAgeGrace: 200 * time.Millisecond, MinPingInterval: -1})
+	_, fr := dialFramer(t, addr)
+	startDuplex(t, fr, 1, 1) // answered whole, then idle
+	readData(t, fr, map[uint32]int{1: responseLen(1)})
+	const size = 200 << 10 // more than the 64 KiB windows the client gives and never adds to
+	startDuplex(t, fr, 3, size)
+	data := map[uint32]int{}
+	var trailers []uint32
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			break // the server closed the connection
+		}
+		switch f := f.(type) {
+		case *http2.DataFrame:
+			data[f.StreamID] += len(f.Data())
+		case *http2.MetaHeadersFrame:
+			if f.StreamEnded() {
+				trailers = append(trailers, f.StreamID)
+				if f.StreamID == 1 && headerValue(f, "grpc-status") != "14" {
+					t.Errorf("the idle stream ended with grpc-status %q, want 14 (UNAVAILABLE)", headerValue(f, "grpc-status"))
+				}
+			}
+		}
+	}
+	if data[3] == 0 || data[3] >= responseLen(size) {
+		t.Fatalf("%d bytes of the large message sent, want part of its %d", data[3], responseLen(size))
+	}
+	if !slices.Equal(trailers, []uint32{1}) {
+		t.Fatalf("trailers on streams %v, want on the idle stream 1 only: on stream 3 they would end its message %d bytes in", trailers, data[3])
+	}
 }

@@ -61,6 +61,9 @@ type stream struct {
 
 	sendWin     int64
 	headersSent bool
+	// partial says a message is part written: the rest waits for window,
+	// and trailers written now would cut it short (see conn.endStreams).
+	partial     bool
 	done        bool // trailers sent or stream reset: no more frames
 	doneErr     error
 	wcond       sync.Cond // the stream's sender waits on it for window: see waitWindowLocked
@@ -482,6 +485,7 @@ func (st *stream) send(parts [][]byte, size int) error {
 			c.wbuf = slices.Grow(c.bufLocked(), min(frameHeaderLen*(left/c.maxFrame+1)+left, maxPooledWrite))
 		}
 		c.wbuf = appendFrameHeader(c.bufLocked(), n, http2.FrameData, 0, st.id)
+		st.partial = left > n
 		for k := n; k > 0; {
 			if len(cur) == 0 {
 				cur = parts[next]
@@ -638,12 +642,18 @@ func (st *stream) finish(err error) {
 // writeStatus ends the call with err's status, in trailers, unless it has
 // ended: nothing more is sent on it.
 func (st *stream) writeStatus(err error) {
+	st.c.wmu.Lock()
+	st.writeStatusLocked(err)
+	st.c.wmu.Unlock()
+}
+
+// writeStatusLocked is writeStatus with wmu held.
+func (st *stream) writeStatusLocked(err error) {
 	s := status.Convert(err)
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		s = status.FromContextError(err)
 	}
 	c := st.c
-	c.wmu.Lock()
 	if !st.done && c.werr == nil {
 		var block []byte
 		if st.headersSent {
@@ -663,7 +673,6 @@ func (st *stream) writeStatus(err error) {
 	}
 	st.done, st.doneErr = true, status.Error(codes.Internal, "h2grpc: the call has ended")
 	st.wakeLocked() // a send waiting on another goroutine fails
-	c.wmu.Unlock()
 }
 
 // expire ends the stream when its grpc-timeout has passed, as grpc-go's
