@@ -7,10 +7,17 @@
 // timer wakes the stream, and a worker of a shared pool pushes for it.
 // Publishing a snapshot never blocks on a stream, and a client that stops
 // reading holds up only the worker pushing to it: when every worker has
-// been busy for workStall without finishing, one more starts. Streams that hold every resource of a type at
-// its current version share one record of it. Each type has at most one un-ACKed response in flight per
-// stream; newer states coalesce while it waits. A NACKed version is recorded
-// (see Server.Status) and not sent again.
+// been busy for workStall without finishing, more start. Streams that
+// hold every resource of a type at its current version share one record
+// of it. Each type has at most one un-ACKed response in flight per
+// stream; newer states coalesce while it waits. A NACKed version is
+// recorded (see Server.Status) and not sent again.
+//
+// A stream's turns are in turn.go, waker.go and workers.go; each variant's
+// requests and responses in sotw.go and delta.go, their replies in
+// reply.go, ADS order in push.go; the wire format of requests and
+// responses is package server/internal/xdswire. docs/architecture.md maps
+// every file.
 //
 // On an ADS stream, a request for a type URL that xdsd does not serve is
 // logged, recorded as the stream's LastError and ignored: the stream stays
