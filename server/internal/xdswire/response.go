@@ -133,6 +133,8 @@ func Entry(m proto.Message) []byte {
 	return append(out, b...)
 }
 
+// AppendString appends field num holding s, unless s is empty (as
+// protobuf encoders leave it out).
 func AppendString(b []byte, num protowire.Number, s string) []byte {
 	if s == "" {
 		return b
