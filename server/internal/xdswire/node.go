@@ -13,11 +13,11 @@ var NodeExtensions = (&corev3.Node{}).ProtoReflect().Descriptor().Fields().ByNam
 // WithoutNodeExtensions returns req, an encoded request whose node is field
 // nodeField, without its node's extensions, so that decoding it does not
 // build the extensions only to drop them (the server keeps no node's
-// extensions). The server's codec decodes a request so only if it has more than one node field, which protobuf
-// merges; otherwise it cuts the node out (RequestNode). It returns req
-// itself if there is nothing to leave out, or if req does not parse
-// (decoding it then fails as it would have). The extensions are skipped,
-// not checked.
+// extensions). The server's codec decodes a request so only if it has
+// more than one node field, which protobuf merges; otherwise it cuts the
+// node out (RequestNode). It returns req itself if there is nothing to
+// leave out, or if req does not parse (decoding it then fails as it would
+// have). The extensions are skipped, not checked.
 func WithoutNodeExtensions(req []byte, nodeField protowire.Number) []byte {
 	var out []byte // nil until a node has extensions
 	for b := req; len(b) > 0; {

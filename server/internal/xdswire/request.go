@@ -161,7 +161,7 @@ func (r *DeltaRequest) Decode(raw []byte) error {
 }
 
 // initialVersions decodes the entries of initial_resource_versions, each
-// key that snap has (of type t) its own string rather than a copy: a
+// key that r.Snap has (of type t) its own string rather than a copy: a
 // client back from another server names everything it holds. It decodes
 // only entries of a key and a value, each once at most and valid UTF-8,
 // and reports whether every entry was one (not ok: protobuf decodes them).
