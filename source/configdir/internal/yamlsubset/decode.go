@@ -377,9 +377,33 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 		s, end, ok := quoted(text, i)
 		return s, end, ok
 	}
-	start := i
-	if !startsPlain(text, i) {
+	end, ok := flowPlain(text, i)
+	if !ok {
 		return nil, 0, false
+	}
+	v, ok := plain(bytes.TrimRight(text[i:end], " "))
+	return v, end, ok
+}
+
+// flowKey decodes the key at text[i], a flow mapping's (not a collection),
+// and returns where it ends.
+func flowKey(text []byte, i int) (string, int, bool) {
+	if text[i] == '"' || text[i] == '\'' {
+		return quoted(text, i)
+	}
+	end, ok := flowPlain(text, i)
+	if !ok {
+		return "", 0, false
+	}
+	s, ok := plainString(bytes.TrimRight(text[i:end], " "))
+	return s, end, ok
+}
+
+// flowPlain returns where the plain scalar at text[i], inside a flow
+// collection, ends, and whether it is within the subset.
+func flowPlain(text []byte, i int) (int, bool) {
+	if !startsPlain(text, i) {
+		return 0, false
 	}
 	for ; i < len(text); i++ {
 		c := text[i]
@@ -387,16 +411,15 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 			break
 		}
 		if flowOdd(c) {
-			return nil, 0, false
+			return 0, false
 		}
 	}
 	if i < len(text) && text[i] == ':' {
 		if i+1 < len(text) && text[i+1] != ' ' {
-			return nil, 0, false // a colon inside a plain scalar, or a key without a space after its colon
+			return 0, false // a colon inside a plain scalar, or a key without a space after its colon
 		}
 	}
-	v, ok := plain(bytes.TrimRight(text[start:i], " "))
-	return v, i, ok
+	return i, true
 }
 
 // flowSequence decodes a flow sequence whose '[' is before text[i].
@@ -455,9 +478,8 @@ func flowMapping(text []byte, i, depth int) (any, int, bool) {
 		if i == len(text) || text[i] == '{' || text[i] == '[' {
 			return nil, 0, false
 		}
-		k, end, ok := flowNode(text, i, depth)
-		key, isStr := k.(string)
-		if !ok || !isStr || end >= len(text) || text[end] != ':' || end+1 == len(text) || text[end+1] != ' ' || end-i > maxKey {
+		key, end, ok := flowKey(text, i)
+		if !ok || end >= len(text) || text[end] != ':' || end+1 == len(text) || text[end+1] != ' ' || end-i > maxKey {
 			return nil, 0, false
 		}
 		if _, dup := out[key]; dup {
@@ -554,8 +576,7 @@ func quoted(text []byte, i int) (string, int, bool) {
 
 // plainString decodes a plain scalar that must decode as a string: a key.
 func plainString(text []byte) (string, bool) {
-	v, ok := plain(text)
-	s, isStr := v.(string)
+	_, s, isStr, ok := resolve(text)
 	return s, ok && isStr
 }
 
@@ -564,53 +585,71 @@ func plainString(text []byte) (string, bool) {
 // kind (a float, a timestamp, an int in another notation, a merge key) is
 // outside the subset.
 func plain(text []byte) (any, bool) {
-	if len(text) == 0 {
-		return nil, false
+	v, s, isStr, ok := resolve(text)
+	if isStr {
+		return s, ok
 	}
-	switch s := string(text); s {
-	case "~", "null", "Null", "NULL":
-		return nil, true
-	case "true", "True", "TRUE":
-		return true, true
-	case "false", "False", "FALSE":
-		return false, true
-	case "<<", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
-		return nil, false // a merge key, or a float
-	default:
-		switch c := s[0]; {
-		case c == '.':
-			if _, err := strconv.ParseFloat(s, 64); err == nil {
-				return nil, false
-			}
-		case c == '+' || c == '-' || isDigit(c):
-			if n, ok := decimal(s); ok {
-				return n, true
-			}
-			if numeric(s) {
-				return nil, false
-			}
-		}
-		return s, true
-	}
+	return v, ok
 }
 
-// decimal decodes s if it is a plain decimal int that fits an int64: what
-// yaml.v3 reads as the same int.
-func decimal(s string) (int, bool) {
-	d := s
+// resolve is plain's value, as s if it is a string (isStr), else as v.
+func resolve(text []byte) (v any, s string, isStr, ok bool) {
+	if len(text) == 0 {
+		return nil, "", false, false
+	}
+	switch string(text) {
+	case "~", "null", "Null", "NULL":
+		return nil, "", false, true
+	case "true", "True", "TRUE":
+		return true, "", false, true
+	case "false", "False", "FALSE":
+		return false, "", false, true
+	case "<<", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
+		return nil, "", false, false // a merge key, or a float
+	}
+	switch c := text[0]; {
+	case c == '.':
+		s = string(text)
+		if mayParse(s) {
+			if _, err := strconv.ParseFloat(s, 64); err == nil {
+				return nil, "", false, false
+			}
+		}
+	case c == '+' || c == '-' || isDigit(c):
+		if n, ok := decimal(text); ok {
+			return n, "", false, true
+		}
+		s = string(text)
+		if numeric(s) {
+			return nil, "", false, false
+		}
+	default:
+		s = string(text)
+	}
+	return nil, s, true, true
+}
+
+// decimal decodes text if it is a plain decimal int that fits an int64:
+// what yaml.v3 reads as the same int.
+func decimal(text []byte) (int, bool) {
+	d := text
 	if d[0] == '-' {
 		d = d[1:]
 	}
 	if len(d) == 0 || len(d) > 18 || len(d) > 1 && d[0] == '0' {
 		return 0, false
 	}
-	for i := 0; i < len(d); i++ {
-		if !isDigit(d[i]) {
+	var n int64
+	for _, c := range d {
+		if !isDigit(c) {
 			return 0, false
 		}
+		n = n*10 + int64(c-'0')
 	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil
+	if text[0] == '-' {
+		n = -n
+	}
+	return int(n), int64(int(n)) == n // on 32-bit platforms, an int's range
 }
 
 // numeric reports whether yaml.v3 might read s, a plain scalar starting
@@ -622,14 +661,16 @@ func numeric(s string) bool {
 	if len(s) > 4 && isDigit(s[0]) && isDigit(s[1]) && isDigit(s[2]) && isDigit(s[3]) && s[4] == '-' {
 		return true // perhaps a timestamp
 	}
-	if _, err := strconv.ParseInt(s, 0, 64); err == nil {
-		return true
-	}
-	if _, err := strconv.ParseUint(s, 0, 64); err == nil {
-		return true
-	}
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return true
+	if mayParse(s) {
+		if _, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return true
+		}
+		if _, err := strconv.ParseUint(s, 0, 64); err == nil {
+			return true
+		}
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			return true
+		}
 	}
 	for _, p := range []string{"0b", "-0b", "0o", "-0o", "+0b", "+0o"} {
 		if len(s) > len(p) && s[:len(p)] == p {
@@ -637,4 +678,27 @@ func numeric(s string) bool {
 		}
 	}
 	return false
+}
+
+// mayParse reports whether strconv's ParseInt and ParseUint (of base 0) or
+// ParseFloat might accept s: false if s holds a byte none of their
+// syntaxes has (they take digits, signs, underscores, one '.', the letters
+// of hexadecimal numbers, their prefixes and exponents, and of "Inf",
+// "Infinity" and "NaN"), or two dots. It spares the errors they allocate
+// for the addresses and durations that configurations are full of.
+func mayParse(s string) bool {
+	dots := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i] | 0x20; { // ASCII letters as lower case
+		case isDigit(s[i]), s[i] == '+', s[i] == '-', s[i] == '_':
+		case s[i] == '.':
+			if dots++; dots > 1 {
+				return false
+			}
+		case c >= 'a' && c <= 'f', c == 'x', c == 'o', c == 'p', c == 'i', c == 'n', c == 't', c == 'y':
+		default:
+			return false
+		}
+	}
+	return true
 }
