@@ -11,8 +11,9 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
-// decodeDirect sets m from fields, the generic values a file's YAML or
-// JSON decodes to, as protojson sets it from their JSON encoding, without
+// decodeDirect sets m from fields (but for an "@type", which names m's
+// type), the generic values a file's YAML or JSON decodes to, as protojson
+// sets it from their JSON encoding, without
 // that encoding: for the values whose outcome is certain to be protojson's
 // (an exact field name, a value of the field's own kind, the well-known
 // types configurations use most: wrappers, Duration and Any). For anything
@@ -22,16 +23,17 @@ import (
 // which decodes it or words the error. FuzzDecodeDirect holds the two
 // paths to the same message.
 func decodeDirect(fields map[string]any, m protoreflect.Message) bool {
-	return directMessage(fields, m, false) && proto.CheckInitialized(m.Interface()) == nil
+	return directMessage(fields, m, true) && proto.CheckInitialized(m.Interface()) == nil
 }
 
 // directMessage sets the fields of m, a message of no well-known type,
-// from obj; in an Any, obj's "@type" is skipped.
-func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool {
+// from obj; if typed (a resource, or the message of an Any), obj's "@type"
+// is skipped.
+func directMessage(obj map[string]any, m protoreflect.Message, typed bool) bool {
 	fds := m.Descriptor().Fields()
 	var seen, oneofs uint64 // field and oneof indexes seen, below 64
 	for name, v := range obj {
-		if inAny && name == "@type" {
+		if typed && name == "@type" {
 			continue
 		}
 		fd := fds.ByJSONName(name)
@@ -56,7 +58,13 @@ func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool 
 			}
 			list := m.Mutable(fd).List()
 			for _, it := range items {
-				val, ok := directValue(fd, it, list.NewElement)
+				if fd.Kind() == protoreflect.MessageKind {
+					if !directInto(fd.Message(), it, list.AppendMutable().Message()) {
+						return false
+					}
+					continue
+				}
+				val, ok := directScalar(fd, it)
 				if !ok {
 					return false
 				}
@@ -75,11 +83,18 @@ func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool 
 				if !utf8.ValidString(k) {
 					return false
 				}
-				val, ok := directValue(fd.MapValue(), it, mm.NewValue)
+				key := protoreflect.ValueOfString(k).MapKey()
+				if vd := fd.MapValue(); vd.Kind() == protoreflect.MessageKind {
+					if !directInto(vd.Message(), it, mm.Mutable(key).Message()) {
+						return false
+					}
+					continue
+				}
+				val, ok := directScalar(fd.MapValue(), it)
 				if !ok {
 					return false
 				}
-				mm.Set(protoreflect.ValueOfString(k).MapKey(), val)
+				mm.Set(key, val)
 			}
 		default:
 			if od := fd.ContainingOneof(); od != nil {
@@ -88,7 +103,13 @@ func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool 
 				}
 				oneofs |= 1 << od.Index()
 			}
-			val, ok := directValue(fd, v, func() protoreflect.Value { return m.NewField(fd) })
+			if fd.Kind() == protoreflect.MessageKind {
+				if !directInto(fd.Message(), v, m.Mutable(fd).Message()) {
+					return false
+				}
+				continue
+			}
+			val, ok := directScalar(fd, v)
 			if !ok {
 				return false
 			}
@@ -111,66 +132,60 @@ var wrappers = map[protoreflect.FullName]bool{
 	"google.protobuf.DoubleValue": true,
 }
 
-// directValue is the value of v for fd (a singular field, a list's
-// element or a map's value); newMsg returns a new message value for fd.
-func directValue(fd protoreflect.FieldDescriptor, v any, newMsg func() protoreflect.Value) (protoreflect.Value, bool) {
-	if fd.Kind() != protoreflect.MessageKind {
-		return directScalar(fd, v)
-	}
-	md := fd.Message()
-	val := newMsg()
-	m := val.Message()
+// directInto sets m, a new message of md (a singular field's, a list's
+// element or a map's value), from v.
+func directInto(md protoreflect.MessageDescriptor, v any, m protoreflect.Message) bool {
 	switch name := md.FullName(); {
 	case wrappers[name]:
 		inner := md.Fields().ByNumber(1)
 		x, ok := directScalar(inner, v)
 		if !ok {
-			return val, false
+			return false
 		}
 		m.Set(inner, x)
 	case name == durationName:
 		s, ok := v.(string)
 		if !ok {
-			return val, false
+			return false
 		}
 		secs, nanos, ok := parseDuration(s)
 		if !ok {
-			return val, false
+			return false
 		}
 		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfInt64(secs))
 		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfInt32(nanos))
 	case name == anyName:
 		obj, ok := v.(map[string]any)
 		if !ok {
-			return val, false
+			return false
 		}
 		url, ok := obj["@type"].(string)
 		if !ok || url == "" {
-			return val, false
+			return false
 		}
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
 		if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
-			return val, false
+			return false
 		}
 		inner := mt.New()
 		if !directMessage(obj, inner, true) {
-			return val, false
+			return false
 		}
 		b, err := proto.MarshalOptions{AllowPartial: true, Deterministic: true}.Marshal(inner.Interface())
 		if err != nil {
-			return val, false
+			return false
 		}
 		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfString(url))
 		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfBytes(b))
 	case name.Parent() == "google.protobuf":
-		return val, false // Struct, Value, Timestamp, FieldMask...: the round trip's
+		return false // Struct, Value, Timestamp, FieldMask...: the round trip's
 	default:
 		obj, ok := v.(map[string]any)
 		if !ok || !directMessage(obj, m, false) {
-			return val, false
+			return false
 		}
 	}
-	return val, true
+	return true
 }
 
 // maxExactInt is the largest integer every float64 up to which is exact.

@@ -195,14 +195,14 @@ func parseEntry(it any) (*resource.Resource, error) {
 	// The message is read from its fields directly, not as an Any, which
 	// protojson would read twice and encode, to be decoded once more: that
 	// would be most of the cost of a file.
-	fields := make(map[string]any, len(m)-1)
-	for k, v := range m {
-		if k != "@type" {
-			fields[k] = v
-		}
-	}
 	msg := t.New()
-	if !decodeDirect(fields, msg.ProtoReflect()) {
+	if !decodeDirect(m, msg.ProtoReflect()) {
+		fields := make(map[string]any, len(m)-1)
+		for k, v := range m {
+			if k != "@type" {
+				fields[k] = v
+			}
+		}
 		msg = t.New()
 		js, err := json.Marshal(fields)
 		if err != nil {
