@@ -18,8 +18,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -286,7 +289,7 @@ const maxKey = 1000
 // as a string, and what follows the colon.
 func splitEntry(text []byte) (key string, rest []byte, ok bool) {
 	if text[0] == '"' || text[0] == '\'' {
-		k, end, ok := quoted(text, 0)
+		k, end, ok := quoted(text, 0, true)
 		if !ok || end >= len(text) || text[end] != ':' || end+1 < len(text) && text[end+1] != ' ' || end > maxKey {
 			return "", nil, false
 		}
@@ -300,7 +303,7 @@ func splitEntry(text []byte) (key string, rest []byte, ok bool) {
 		case text[i] == '#' && text[i-1] == ' ':
 			return "", nil, false // a comment before any colon: not an entry
 		case text[i] == ':' && (i+1 == len(text) || text[i+1] == ' '):
-			k, ok := plainString(bytes.TrimRight(text[:i], " "))
+			k, ok := plainKey(bytes.TrimRight(text[:i], " "))
 			return k, text[i+1:], ok && i <= maxKey
 		}
 	}
@@ -374,7 +377,7 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 	case '[':
 		return flowSequence(text, i+1, depth+1)
 	case '"', '\'':
-		s, end, ok := quoted(text, i)
+		s, end, ok := quoted(text, i, false)
 		return s, end, ok
 	}
 	end, ok := flowPlain(text, i)
@@ -389,13 +392,13 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 // and returns where it ends.
 func flowKey(text []byte, i int) (string, int, bool) {
 	if text[i] == '"' || text[i] == '\'' {
-		return quoted(text, i)
+		return quoted(text, i, true)
 	}
 	end, ok := flowPlain(text, i)
 	if !ok {
 		return "", 0, false
 	}
-	s, ok := plainString(bytes.TrimRight(text[i:end], " "))
+	s, ok := plainKey(bytes.TrimRight(text[i:end], " "))
 	return s, end, ok
 }
 
@@ -518,10 +521,10 @@ func skipSpaces(text []byte, i int) int {
 	return i
 }
 
-// quoted decodes the quoted scalar at text[i] and returns where it ends.
-// It must close on the line; a double-quoted one may hold the escapes \\,
-// \", \/, \n, \t, \r and \uXXXX (not a surrogate).
-func quoted(text []byte, i int) (string, int, bool) {
+// quoted decodes the quoted scalar at text[i], a key's if key, and
+// returns where it ends. It must close on the line; a double-quoted one may
+// hold the escapes \\, \", \/, \n, \t, \r and \uXXXX (not a surrogate).
+func quoted(text []byte, i int, key bool) (string, int, bool) {
 	q := text[i]
 	i++
 	var b []byte // the decoded string, once it differs from the text
@@ -535,7 +538,7 @@ func quoted(text []byte, i int) (string, int, bool) {
 			start = i
 		case c == q:
 			if b == nil {
-				return string(text[start:i]), i + 1, true
+				return str(text[start:i], key), i + 1, true
 			}
 			return string(append(b, text[start:i]...)), i + 1, true
 		case c == '\\' && q == '"':
@@ -574,9 +577,9 @@ func quoted(text []byte, i int) (string, int, bool) {
 	return "", 0, false
 }
 
-// plainString decodes a plain scalar that must decode as a string: a key.
-func plainString(text []byte) (string, bool) {
-	_, s, isStr, ok := resolve(text)
+// plainKey decodes a plain scalar that must decode as a string: a key.
+func plainKey(text []byte) (string, bool) {
+	_, s, isStr, ok := resolve(text, true)
 	return s, ok && isStr
 }
 
@@ -585,15 +588,16 @@ func plainString(text []byte) (string, bool) {
 // kind (a float, a timestamp, an int in another notation, a merge key) is
 // outside the subset.
 func plain(text []byte) (any, bool) {
-	v, s, isStr, ok := resolve(text)
+	v, s, isStr, ok := resolve(text, false)
 	if isStr {
 		return s, ok
 	}
 	return v, ok
 }
 
-// resolve is plain's value, as s if it is a string (isStr), else as v.
-func resolve(text []byte) (v any, s string, isStr, ok bool) {
+// resolve is plain's value, a key's if key, as s if it is a string
+// (isStr), else as v.
+func resolve(text []byte, key bool) (v any, s string, isStr, ok bool) {
 	if len(text) == 0 {
 		return nil, "", false, false
 	}
@@ -609,7 +613,7 @@ func resolve(text []byte) (v any, s string, isStr, ok bool) {
 	}
 	switch c := text[0]; {
 	case c == '.':
-		s = string(text)
+		s = str(text, key)
 		if mayParse(s) {
 			if _, err := strconv.ParseFloat(s, 64); err == nil {
 				return nil, "", false, false
@@ -619,14 +623,63 @@ func resolve(text []byte) (v any, s string, isStr, ok bool) {
 		if n, ok := decimal(text); ok {
 			return n, "", false, true
 		}
-		s = string(text)
+		s = str(text, key)
 		if numeric(s) {
 			return nil, "", false, false
 		}
 	default:
-		s = string(text)
+		s = str(text, key)
 	}
 	return nil, s, true, true
+}
+
+// str is text as a string: if key, the one the same key was decoded to
+// before, as far as names holds it.
+func str(text []byte, key bool) string {
+	if !key {
+		return string(text)
+	}
+	m := names.m.Load()
+	if s, ok := (*m)[string(text)]; ok {
+		return s
+	}
+	s := string(text)
+	if len(s) <= maxName && len(*m) < maxNames {
+		names.add(s)
+	}
+	return s
+}
+
+// names holds keys decoded before, up to maxNames of at most maxName bytes
+// each, so that the field names every file repeats cost no allocation. It
+// is read without a lock and replaced whole, under mu, to add a key.
+var names = func() *nameSet {
+	n := &nameSet{}
+	n.m.Store(&map[string]string{})
+	return n
+}()
+
+const (
+	maxNames = 1024
+	maxName  = 64
+)
+
+type nameSet struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]string]
+}
+
+func (n *nameSet) add(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := *n.m.Load()
+	if _, ok := old[s]; ok || len(old) >= maxNames {
+		return
+	}
+	m := make(map[string]string, len(old)+1)
+	maps.Copy(m, old)
+	m[s] = s
+	n.m.Store(&m)
 }
 
 // decimal decodes text if it is a plain decimal int that fits an int64:
