@@ -2,6 +2,7 @@ package configdir
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,24 +126,43 @@ func checkDirect(t *testing.T, m map[string]any) {
 // decoded directly, not by the round trip.
 func TestDecodeDirectTakes(t *testing.T) {
 	for _, i := range []int{0, 1, 13, 14, 15, 18, 19} {
-		docs, err := decodeDocs("f.yaml", []byte(directSeeds[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := docs[0].(map[string]any)
-		mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fields := make(map[string]any, len(m))
-		for k, v := range m {
-			if k != "@type" {
-				fields[k] = v
-			}
-		}
-		if !decodeDirect(fields, mt.New()) {
+		if !takenDirectly(t, directSeeds[i]) {
 			t.Errorf("seed %d was not decoded directly: %s", i, directSeeds[i])
 		}
-		checkDirect(t, m)
 	}
+}
+
+// TestDecodeDirectLong: messages whose encodings need lengths of two and
+// three bytes, inside lists and an Any, decode as protojson decodes them.
+func TestDecodeDirectLong(t *testing.T) {
+	for _, n := range []int{3, 30, 1000} {
+		eps := make([]string, n)
+		for i := range eps {
+			eps[i] = fmt.Sprintf("{endpoint: {address: {socket_address: {address: 10.0.%d.%d, port_value: %d}}}, load_balancing_weight: %d}", i/250, i%250, 1000+i, i+1)
+		}
+		cla := `{"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment, cluster_name: a, endpoints: [{lb_endpoints: [` + strings.Join(eps, ", ") + `]}]}`
+		listener := fmt.Sprintf(`{"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, filter_chains: [{filters: [{name: x, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: %s, cluster: c}}]}]}`, strings.Repeat("s", n*20))
+		for _, in := range []string{cla, listener} {
+			if !takenDirectly(t, in) {
+				t.Errorf("not decoded directly: %.200s", in)
+			}
+		}
+	}
+}
+
+// takenDirectly decodes in, one mapping with an "@type", both ways, and
+// reports whether decodeDirect took it.
+func takenDirectly(t *testing.T, in string) bool {
+	t.Helper()
+	docs, err := decodeDocs("f.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := docs[0].(map[string]any)
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDirect(t, m)
+	return decodeDirect(m, mt.New())
 }
