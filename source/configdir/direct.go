@@ -11,23 +11,26 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
-// decodeDirect sets m from fields (but for an "@type", which names m's
-// type), the generic values a file's YAML or JSON decodes to, as protojson
-// sets it from their JSON encoding, without that encoding: for the values
-// whose outcome is certain to be protojson's (an exact field name, a value
-// of the field's own kind, the well-known types configurations use most:
-// wrappers, Duration and Any). For anything else (another well-known type,
-// a null, bytes, a float, a number where a string is due, an unknown name,
-// a field named twice...) it returns false and leaves m in any state: the
-// caller then takes the JSON round trip, which decodes it or words the
-// error. FuzzDecodeDirect holds the two paths to the same message.
+// decodeDirect sets m from fields (a map or a *yamlsubset.Mapping, but for
+// an "@type", which names m's type), the generic values a file's YAML or
+// JSON decodes to, as protojson sets it from their JSON encoding, without
+// that encoding: for the values whose outcome is certain to be protojson's
+// (an exact field name, a value of the field's own kind, the well-known
+// types configurations use most: wrappers, Duration and Any). For anything
+// else (another well-known type, a null, bytes, a float, a number where a
+// string is due, an unknown name, a field named twice...) it returns false
+// and leaves m in any state: the caller then takes the JSON round trip,
+// which decodes it or words the error. FuzzDecodeDirect holds the two
+// paths to the same message.
 //
 // The values are written in the protobuf wire format, which proto's own
 // decoder then reads into m: each field once, in the order of fields, as
 // protojson would set it.
-func decodeDirect(fields map[string]any, m protoreflect.Message) bool {
+func decodeDirect(fields any, m protoreflect.Message) bool {
 	bp := wireBufs.Get().(*[]byte)
 	defer wireBufs.Put(bp)
 	b, ok := appendMessage((*bp)[:0], fields, m.Descriptor(), true)
@@ -48,64 +51,106 @@ func unmarshal(b []byte, m protoreflect.Message) bool {
 // appendMessage appends the fields of obj, a message of md (of no
 // well-known type); if typed (a resource, or the message of an Any), obj's
 // "@type" is skipped.
-func appendMessage(b []byte, obj map[string]any, md protoreflect.MessageDescriptor, typed bool) ([]byte, bool) {
-	fds := md.Fields()
-	var seen, oneofs uint64 // field and oneof indexes seen, below 64
-	for name, v := range obj {
-		if typed && name == "@type" {
-			continue
-		}
-		fd := fds.ByJSONName(name)
-		if fd == nil {
-			fd = fds.ByTextName(name)
-		}
-		if fd == nil || fd.Index() >= 64 || v == nil {
-			return b, false
-		}
-		if seen&(1<<fd.Index()) != 0 {
-			return b, false
-		}
-		seen |= 1 << fd.Index()
-		var ok bool
-		switch {
-		case fd.IsList():
-			items, isList := v.([]any)
-			if !isList {
+func appendMessage(b []byte, obj any, md protoreflect.MessageDescriptor, typed bool) ([]byte, bool) {
+	w := fieldWriter{fds: md.Fields(), typed: typed}
+	ok := true
+	switch o := obj.(type) {
+	case map[string]any:
+		for name, v := range o {
+			if b, ok = w.append(b, name, v); !ok {
 				return b, false
 			}
-			for _, it := range items {
-				if b, ok = appendValue(b, fd, it); !ok {
-					return b, false
-				}
-			}
-		case fd.IsMap():
-			entries, isMap := v.(map[string]any)
-			if !isMap || fd.MapKey().Kind() != protoreflect.StringKind {
+		}
+	case *yamlsubset.Mapping:
+		for _, e := range o.Entries {
+			if b, ok = w.append(b, e.Key, e.Value); !ok {
 				return b, false
 			}
+		}
+	default:
+		return b, false
+	}
+	return b, true
+}
+
+// fieldWriter appends the fields of a message, each once.
+type fieldWriter struct {
+	fds          protoreflect.FieldDescriptors
+	typed        bool
+	seen, oneofs uint64 // field and oneof indexes seen, below 64
+}
+
+// append appends the field named name, of value v.
+func (w *fieldWriter) append(b []byte, name string, v any) ([]byte, bool) {
+	if w.typed && name == "@type" {
+		return b, true
+	}
+	fd := w.fds.ByJSONName(name)
+	if fd == nil {
+		fd = w.fds.ByTextName(name)
+	}
+	if fd == nil || fd.Index() >= 64 || v == nil {
+		return b, false
+	}
+	if w.seen&(1<<fd.Index()) != 0 {
+		return b, false
+	}
+	w.seen |= 1 << fd.Index()
+	ok := true
+	switch {
+	case fd.IsList():
+		items, isList := v.([]any)
+		if !isList {
+			return b, false
+		}
+		for _, it := range items {
+			if b, ok = appendValue(b, fd, it); !ok {
+				return b, false
+			}
+		}
+	case fd.IsMap():
+		if fd.MapKey().Kind() != protoreflect.StringKind {
+			return b, false
+		}
+		entry := func(k string, it any) bool {
+			if !utf8.ValidString(k) {
+				return false
+			}
+			var at int
+			b, at = beginLen(b, fd.Number())
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = protowire.AppendString(b, k)
+			if b, ok = appendValue(b, fd.MapValue(), it); !ok {
+				return false
+			}
+			b = endLen(b, at)
+			return true
+		}
+		switch entries := v.(type) {
+		case map[string]any:
 			for k, it := range entries {
-				if !utf8.ValidString(k) {
+				if !entry(k, it) {
 					return b, false
 				}
-				var at int
-				b, at = beginLen(b, fd.Number())
-				b = protowire.AppendTag(b, 1, protowire.BytesType)
-				b = protowire.AppendString(b, k)
-				if b, ok = appendValue(b, fd.MapValue(), it); !ok {
+			}
+		case *yamlsubset.Mapping:
+			for _, e := range entries.Entries {
+				if !entry(e.Key, e.Value) {
 					return b, false
 				}
-				b = endLen(b, at)
 			}
 		default:
-			if od := fd.ContainingOneof(); od != nil {
-				if od.Index() >= 64 || oneofs&(1<<od.Index()) != 0 {
-					return b, false
-				}
-				oneofs |= 1 << od.Index()
-			}
-			if b, ok = appendValue(b, fd, v); !ok {
+			return b, false
+		}
+	default:
+		if od := fd.ContainingOneof(); od != nil {
+			if od.Index() >= 64 || w.oneofs&(1<<od.Index()) != 0 {
 				return b, false
 			}
+			w.oneofs |= 1 << od.Index()
+		}
+		if b, ok = appendValue(b, fd, v); !ok {
+			return b, false
 		}
 	}
 	return b, true
@@ -161,11 +206,7 @@ func appendValue(b []byte, fd protoreflect.FieldDescriptor, v any) ([]byte, bool
 // appendInto appends the fields of v as a message of md.
 func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, bool) {
 	if md.ParentFile().Package() != "google.protobuf" {
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return b, false
-		}
-		return appendMessage(b, obj, md, false)
+		return appendMessage(b, v, md, false)
 	}
 	switch name := md.FullName(); {
 	case wrappers[name]:
@@ -187,11 +228,8 @@ func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, boo
 		b = appendScalar(b, 1, protoreflect.Int64Kind, protoreflect.ValueOfInt64(secs))
 		return appendScalar(b, 2, protoreflect.Int32Kind, protoreflect.ValueOfInt32(nanos)), true
 	case name == anyName:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return b, false
-		}
-		url, ok := obj["@type"].(string)
+		typ, _ := field(v, "@type")
+		url, ok := typ.(string)
 		if !ok || url == "" {
 			return b, false
 		}
@@ -203,7 +241,7 @@ func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, boo
 		// as protojson writes them: written as any other message, then
 		// read and encoded again.
 		at := len(b)
-		if b, ok = appendMessage(b, obj, mt.Descriptor(), true); !ok {
+		if b, ok = appendMessage(b, v, mt.Descriptor(), true); !ok {
 			return b, false
 		}
 		inner := mt.New()
@@ -219,12 +257,20 @@ func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, boo
 	case name.Parent() == "google.protobuf":
 		return b, false // Struct, Value, Timestamp, FieldMask...: the round trip's
 	default:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return b, false
-		}
-		return appendMessage(b, obj, md, false)
+		return appendMessage(b, v, md, false)
 	}
+}
+
+// field returns the value of key in v, a mapping (a map or a Mapping).
+func field(v any, key string) (any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		x, ok := m[key]
+		return x, ok
+	case *yamlsubset.Mapping:
+		return m.Get(key)
+	}
+	return nil, false
 }
 
 // appendScalar appends x, a value of kind, as field num.

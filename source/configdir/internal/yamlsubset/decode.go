@@ -38,6 +38,90 @@ func Documents(data []byte) ([]any, error) {
 	return viaYAMLv3(data)
 }
 
+// OrderedDocuments is Documents, but for the mappings of data within the
+// subset, which are each a *Mapping: Plain of each document is what
+// Documents returns.
+func OrderedDocuments(data []byte) ([]any, error) {
+	if docs, ok := decode(data, true); ok {
+		return docs, nil
+	}
+	return viaYAMLv3(data)
+}
+
+// Mapping is a mapping as OrderedDocuments decodes it: its entries in the
+// order they were written, each key once. It costs less to build than a
+// map, and to go through: the Mappings of a document and their entries
+// are allocated together.
+type Mapping struct {
+	Entries []Entry
+}
+
+// Entry is an entry of a Mapping.
+type Entry struct {
+	Key   string
+	Value any
+}
+
+// Get returns the value of key, and whether m has it.
+func (m *Mapping) Get(key string) (any, bool) {
+	for _, e := range m.Entries {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+// Plain returns v with every *Mapping in it as a map[string]any, as
+// yaml.v3 decodes it; v itself if it holds none.
+func Plain(v any) any {
+	if !holdsMapping(v) {
+		return v
+	}
+	switch x := v.(type) {
+	case *Mapping:
+		m := make(map[string]any, len(x.Entries))
+		for _, e := range x.Entries {
+			m[e.Key] = Plain(e.Value)
+		}
+		return m
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = Plain(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = Plain(e)
+		}
+		return l
+	}
+	return v
+}
+
+// holdsMapping reports whether v is or holds a *Mapping.
+func holdsMapping(v any) bool {
+	switch x := v.(type) {
+	case *Mapping:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if holdsMapping(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsMapping(e) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // viaYAMLv3 decodes data's documents with yaml.v3.
 func viaYAMLv3(data []byte) ([]any, error) {
 	var docs []any
@@ -60,6 +144,11 @@ func viaYAMLv3(data []byte) ([]any, error) {
 // reports whether data is within the subset. If it is not, the result is
 // nil and data is for yaml.v3 (Documents decodes it either way).
 func Decode(data []byte) ([]any, bool) {
+	return decode(data, false)
+}
+
+// decode is Decode, with Mappings for mappings if ordered.
+func decode(data []byte, ordered bool) ([]any, bool) {
 	if !printable(data) {
 		return nil, false
 	}
@@ -86,7 +175,7 @@ func Decode(data []byte) ([]any, bool) {
 				return nil, false // an empty document, a document end, a directive, or content after "---"
 			}
 			if len(lines) > 0 {
-				doc, ok := document(lines)
+				doc, ok := document(lines, ordered)
 				if !ok {
 					return nil, false
 				}
@@ -103,7 +192,7 @@ func Decode(data []byte) ([]any, bool) {
 		}
 		return docs, true
 	}
-	doc, ok := document(lines)
+	doc, ok := document(lines, ordered)
 	if !ok {
 		return nil, false
 	}
@@ -148,12 +237,12 @@ func printable(data []byte) bool {
 	return true
 }
 
-// document decodes one document's lines.
-func document(lines []line) (any, bool) {
+// document decodes one document's lines, with Mappings if ordered.
+func document(lines []line, ordered bool) (any, bool) {
 	if lines[0].indent != 0 {
 		return nil, false
 	}
-	p := parser{lines: lines}
+	p := parser{lines: lines, ordered: ordered}
 	v, ok := p.node(0)
 	if !ok || p.i != len(lines) {
 		return nil, false
@@ -164,9 +253,92 @@ func document(lines []line) (any, bool) {
 // parser decodes a document's block structure; the lines are its own (an
 // item's line is rewritten to hold what follows the dash).
 type parser struct {
-	lines []line
-	i     int // the next line
-	depth int // collections open
+	lines   []line
+	i       int // the next line
+	depth   int // collections open
+	ordered bool
+
+	// The entries and items of the collections open, each collection's
+	// above those of the collections around it, until it is closed.
+	entries []Entry
+	items   []any
+
+	// Room for the Mappings to come, and for their entries, allocated in
+	// blocks that double up to a bound, from the size of the last.
+	mappings            []Mapping
+	entryRoom           []Entry
+	mappingsN, entriesN int
+}
+
+// The sizes of the first and the largest blocks of Mappings and entries.
+const (
+	firstMappings, mostMappings = 4, 64
+	firstEntries, mostEntries   = 16, 256
+)
+
+// newMapping returns a Mapping of es, a copy.
+func (p *parser) newMapping(es []Entry) *Mapping {
+	if len(p.mappings) == 0 {
+		p.mappingsN = min(max(2*p.mappingsN, firstMappings), mostMappings)
+		p.mappings = make([]Mapping, p.mappingsN)
+	}
+	m := &p.mappings[0]
+	p.mappings = p.mappings[1:]
+	if len(es) > len(p.entryRoom) {
+		p.entriesN = min(max(2*p.entriesN, firstEntries), mostEntries)
+		p.entryRoom = make([]Entry, max(p.entriesN, len(es)))
+	}
+	n := copy(p.entryRoom, es)
+	m.Entries, p.entryRoom = p.entryRoom[:n:n], p.entryRoom[n:]
+	return m
+}
+
+// closeSequence returns the sequence whose items start at p.items[start].
+func (p *parser) closeSequence(start int) []any {
+	out := make([]any, len(p.items)-start)
+	copy(out, p.items[start:])
+	clear(p.items[start:])
+	p.items = p.items[:start]
+	return out
+}
+
+// maxScan is the most entries a mapping is searched for a repeated key
+// one by one; a longer one is searched with a map.
+const maxScan = 16
+
+// closeMapping returns the mapping whose entries start at
+// p.entries[start], unless a key is repeated.
+func (p *parser) closeMapping(start int) (any, bool) {
+	es := p.entries[start:]
+	defer func() {
+		clear(es)
+		p.entries = p.entries[:start]
+	}()
+	if !p.ordered {
+		m := make(map[string]any, len(es))
+		for _, e := range es {
+			m[e.Key] = e.Value
+		}
+		return m, len(m) == len(es)
+	}
+	if len(es) <= maxScan {
+		for i := range es {
+			for j := range i {
+				if es[i].Key == es[j].Key {
+					return nil, false
+				}
+			}
+		}
+	} else {
+		seen := make(map[string]struct{}, len(es))
+		for _, e := range es {
+			seen[e.Key] = struct{}{}
+		}
+		if len(seen) != len(es) {
+			return nil, false
+		}
+	}
+	return p.newMapping(es), true
 }
 
 // maxDepth bounds the nesting of collections; yaml.v3 has a bound of its
@@ -195,7 +367,7 @@ func (p *parser) node(indent int) (any, bool) {
 	case isEntry(text):
 		return p.mapping(indent)
 	}
-	v, ok := inline(text, p.depth)
+	v, ok := p.inline(text, p.depth)
 	p.i++
 	return v, ok
 }
@@ -214,7 +386,7 @@ func isEntry(text []byte) bool {
 
 // sequence decodes the block sequence whose dashes are indented by indent.
 func (p *parser) sequence(indent int) (any, bool) {
-	out := []any{}
+	start := len(p.items)
 	for {
 		in, ok := p.more()
 		if !ok || in != indent || !isDash(p.lines[p.i].text) {
@@ -239,17 +411,17 @@ func (p *parser) sequence(indent int) (any, bool) {
 				return nil, false
 			}
 		}
-		out = append(out, item)
+		p.items = append(p.items, item)
 	}
 	if in, ok := p.more(); ok && in > indent {
 		return nil, false // a scalar's continuation, or a misplaced line
 	}
-	return out, true
+	return p.closeSequence(start), true
 }
 
 // mapping decodes the block mapping whose keys are indented by indent.
 func (p *parser) mapping(indent int) (any, bool) {
-	out := map[string]any{}
+	start := len(p.entries)
 	for {
 		in, ok := p.more()
 		if !ok || in != indent {
@@ -259,13 +431,10 @@ func (p *parser) mapping(indent int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := out[key]; dup {
-			return nil, false
-		}
 		p.i++
 		var v any
 		if rest = trimComment(rest); len(rest) > 0 {
-			if v, ok = inline(rest, p.depth); !ok {
+			if v, ok = p.inline(rest, p.depth); !ok {
 				return nil, false
 			}
 		} else if next, ok := p.more(); ok && (next > indent || next == indent && isDash(p.lines[p.i].text)) {
@@ -273,12 +442,12 @@ func (p *parser) mapping(indent int) (any, bool) {
 				return nil, false
 			}
 		}
-		out[key] = v
+		p.entries = append(p.entries, Entry{key, v})
 	}
 	if in, ok := p.more(); ok && in > indent {
 		return nil, false
 	}
-	return out, true
+	return p.closeMapping(start)
 }
 
 // maxKey bounds the bytes of a key and what comes before its colon: YAML
@@ -338,10 +507,10 @@ func indicator(c byte) bool {
 // inline decodes a value that is all of text, but for trailing spaces and
 // a comment: a flow collection, a quoted scalar or a plain scalar. depth is
 // how many collections are open around it.
-func inline(text []byte, depth int) (any, bool) {
+func (p *parser) inline(text []byte, depth int) (any, bool) {
 	switch c := text[0]; {
 	case c == '{' || c == '[' || c == '"' || c == '\'':
-		v, end, ok := flowNode(text, 0, depth)
+		v, end, ok := p.flowNode(text, 0, depth)
 		if !ok || len(trimComment(text[end:])) > 0 || end < len(text) && text[end] != ' ' {
 			return nil, false
 		}
@@ -366,16 +535,16 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // flowNode decodes the flow node at text[i:] (after any spaces), inside
 // depth collections, and returns where it ends.
-func flowNode(text []byte, i, depth int) (any, int, bool) {
+func (p *parser) flowNode(text []byte, i, depth int) (any, int, bool) {
 	i = skipSpaces(text, i)
 	if i == len(text) || depth >= maxDepth && (text[i] == '{' || text[i] == '[') {
 		return nil, 0, false
 	}
 	switch text[i] {
 	case '{':
-		return flowMapping(text, i+1, depth+1)
+		return p.flowMapping(text, i+1, depth+1)
 	case '[':
-		return flowSequence(text, i+1, depth+1)
+		return p.flowSequence(text, i+1, depth+1)
 	case '"', '\'':
 		s, end, ok := quoted(text, i, false)
 		return s, end, ok
@@ -426,13 +595,13 @@ func flowPlain(text []byte, i int) (int, bool) {
 }
 
 // flowSequence decodes a flow sequence whose '[' is before text[i].
-func flowSequence(text []byte, i, depth int) (any, int, bool) {
-	out := []any{}
+func (p *parser) flowSequence(text []byte, i, depth int) (any, int, bool) {
+	start := len(p.items)
 	if j := skipSpaces(text, i); j < len(text) && text[j] == ']' {
-		return out, j + 1, true
+		return p.closeSequence(start), j + 1, true
 	}
 	for {
-		v, end, ok := flowNode(text, i, depth)
+		v, end, ok := p.flowNode(text, i, depth)
 		if !ok {
 			return nil, 0, false
 		}
@@ -441,10 +610,10 @@ func flowSequence(text []byte, i, depth int) (any, int, bool) {
 				return nil, 0, false // a single-pair mapping inside a sequence
 			}
 		}
-		out = append(out, v)
+		p.items = append(p.items, v)
 		var done bool
 		if i, done, ok = afterEntry(text, end, ']'); !ok || done {
-			return out, i, ok
+			return p.closeSequence(start), i, ok
 		}
 	}
 }
@@ -471,10 +640,11 @@ func afterEntry(text []byte, end int, closing byte) (i int, done, ok bool) {
 }
 
 // flowMapping decodes a flow mapping whose '{' is before text[i].
-func flowMapping(text []byte, i, depth int) (any, int, bool) {
-	out := map[string]any{}
+func (p *parser) flowMapping(text []byte, i, depth int) (any, int, bool) {
+	start := len(p.entries)
 	if j := skipSpaces(text, i); j < len(text) && text[j] == '}' {
-		return out, j + 1, true
+		m, _ := p.closeMapping(start)
+		return m, j + 1, true
 	}
 	for {
 		i = skipSpaces(text, i)
@@ -485,20 +655,21 @@ func flowMapping(text []byte, i, depth int) (any, int, bool) {
 		if !ok || end >= len(text) || text[end] != ':' || end+1 == len(text) || text[end+1] != ' ' || end-i > maxKey {
 			return nil, 0, false
 		}
-		if _, dup := out[key]; dup {
-			return nil, 0, false
-		}
 		if j := skipSpaces(text, end+1); j < len(text) && (text[j] == ',' || text[j] == '}') {
 			return nil, 0, false // an empty value
 		}
-		v, end, ok := flowNode(text, end+1, depth)
+		v, end, ok := p.flowNode(text, end+1, depth)
 		if !ok {
 			return nil, 0, false
 		}
-		out[key] = v
+		p.entries = append(p.entries, Entry{key, v})
 		var done bool
 		if i, done, ok = afterEntry(text, end, '}'); !ok || done {
-			return out, i, ok
+			if !ok {
+				return nil, 0, false
+			}
+			m, ok := p.closeMapping(start)
+			return m, i, ok
 		}
 	}
 }

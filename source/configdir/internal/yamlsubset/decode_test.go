@@ -8,12 +8,20 @@ import (
 )
 
 // agrees fails t unless Decode, if it decodes data, decodes it as yaml.v3
-// does, and reports whether Decode decoded it.
+// does, and as the ordered decoding does but for its Mappings, and reports
+// whether Decode decoded it.
 func agrees(t *testing.T, data []byte) bool {
 	t.Helper()
 	got, ok := Decode(data)
+	ordered, orderedOK := decode(data, true)
+	if orderedOK != ok {
+		t.Fatalf("Decode(%q) reports %v, the ordered decoding %v", data, ok, orderedOK)
+	}
 	if !ok {
 		return false
+	}
+	if plain := Plain(ordered); !reflect.DeepEqual(plain, any(got)) {
+		t.Fatalf("Decode(%q) = %#v, the ordered decoding: %#v", data, got, plain)
 	}
 	want, err := viaYAMLv3(data)
 	if err != nil {
