@@ -4,14 +4,19 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
-// decodeDirect sets m from fields, the generic values a file's YAML or
+// decodeDirect sets m from fields (a map or a *yamlsubset.Mapping, but for
+// an "@type", which names m's type), the generic values a file's YAML or
 // JSON decodes to, as protojson sets it from their JSON encoding, without
 // that encoding: for the values whose outcome is certain to be protojson's
 // (an exact field name, a value of the field's own kind, the well-known
@@ -21,81 +26,153 @@ import (
 // and leaves m in any state: the caller then takes the JSON round trip,
 // which decodes it or words the error. FuzzDecodeDirect holds the two
 // paths to the same message.
-func decodeDirect(fields map[string]any, m protoreflect.Message) bool {
-	return directMessage(fields, m, false) && proto.CheckInitialized(m.Interface()) == nil
+//
+// The values are written in the protobuf wire format, which proto's own
+// decoder then reads into m: each field once, in the order of fields, as
+// protojson would set it.
+func decodeDirect(fields any, m protoreflect.Message) bool {
+	bp := wireBufs.Get().(*[]byte)
+	defer wireBufs.Put(bp)
+	b, ok := appendMessage((*bp)[:0], fields, m.Descriptor(), true)
+	*bp = b
+	return ok && unmarshal(b, m) && proto.CheckInitialized(m.Interface()) == nil
 }
 
-// directMessage sets the fields of m, a message of no well-known type,
-// from obj; in an Any, obj's "@type" is skipped.
-func directMessage(obj map[string]any, m protoreflect.Message, inAny bool) bool {
-	fds := m.Descriptor().Fields()
-	var seen, oneofs uint64 // field and oneof indexes seen, below 64
-	for name, v := range obj {
-		if inAny && name == "@type" {
-			continue
+// wireBufs hold the wire encodings decodeDirect writes (proto's decoder
+// copies what it keeps).
+var wireBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// unmarshal reads b into m, which is empty, as far as it is initialized or
+// not: decodeDirect checks that, as protojson does, on the whole.
+func unmarshal(b []byte, m protoreflect.Message) bool {
+	return proto.UnmarshalOptions{AllowPartial: true}.Unmarshal(b, m.Interface()) == nil
+}
+
+// appendMessage appends the fields of obj, a message of md (of no
+// well-known type); if typed (a resource, or the message of an Any), obj's
+// "@type" is skipped.
+func appendMessage(b []byte, obj any, md protoreflect.MessageDescriptor, typed bool) ([]byte, bool) {
+	w := fieldWriter{fds: md.Fields(), typed: typed}
+	ok := true
+	switch o := obj.(type) {
+	case map[string]any:
+		for name, v := range o {
+			if b, ok = w.append(b, name, v); !ok {
+				return b, false
+			}
 		}
-		fd := fds.ByJSONName(name)
-		if fd == nil {
-			fd = fds.ByTextName(name)
+	case *yamlsubset.Mapping:
+		for _, e := range o.Entries {
+			if b, ok = w.append(b, e.Key, e.Value); !ok {
+				return b, false
+			}
 		}
-		if fd == nil || fd.Index() >= 64 || v == nil {
-			return false
+	default:
+		return b, false
+	}
+	return b, true
+}
+
+// fieldWriter appends the fields of a message, each once.
+type fieldWriter struct {
+	fds          protoreflect.FieldDescriptors
+	typed        bool
+	seen, oneofs uint64 // field and oneof indexes seen, below 64
+}
+
+// append appends the field named name, of value v.
+func (w *fieldWriter) append(b []byte, name string, v any) ([]byte, bool) {
+	if w.typed && name == "@type" {
+		return b, true
+	}
+	fd := w.fds.ByJSONName(name)
+	if fd == nil {
+		fd = w.fds.ByTextName(name)
+	}
+	if fd == nil || fd.Index() >= 64 || v == nil {
+		return b, false
+	}
+	if w.seen&(1<<fd.Index()) != 0 {
+		return b, false
+	}
+	w.seen |= 1 << fd.Index()
+	ok := true
+	switch {
+	case fd.IsList():
+		items, isList := v.([]any)
+		if !isList {
+			return b, false
 		}
-		if seen&(1<<fd.Index()) != 0 {
-			return false
+		for _, it := range items {
+			if b, ok = appendValue(b, fd, it); !ok {
+				return b, false
+			}
 		}
-		seen |= 1 << fd.Index()
-		switch {
-		case fd.IsList():
-			items, ok := v.([]any)
-			if !ok {
+	case fd.IsMap():
+		if fd.MapKey().Kind() != protoreflect.StringKind {
+			return b, false
+		}
+		entry := func(k string, it any) bool {
+			if !utf8.ValidString(k) {
 				return false
 			}
-			if len(items) == 0 {
-				continue
-			}
-			list := m.Mutable(fd).List()
-			for _, it := range items {
-				val, ok := directValue(fd, it, list.NewElement)
-				if !ok {
-					return false
-				}
-				list.Append(val)
-			}
-		case fd.IsMap():
-			entries, ok := v.(map[string]any)
-			if !ok || fd.MapKey().Kind() != protoreflect.StringKind {
+			var at int
+			b, at = beginLen(b, fd.Number())
+			b = protowire.AppendTag(b, 1, protowire.BytesType)
+			b = protowire.AppendString(b, k)
+			if b, ok = appendValue(b, fd.MapValue(), it); !ok {
 				return false
 			}
-			if len(entries) == 0 {
-				continue
-			}
-			mm := m.Mutable(fd).Map()
+			b = endLen(b, at)
+			return true
+		}
+		switch entries := v.(type) {
+		case map[string]any:
 			for k, it := range entries {
-				if !utf8.ValidString(k) {
-					return false
+				if !entry(k, it) {
+					return b, false
 				}
-				val, ok := directValue(fd.MapValue(), it, mm.NewValue)
-				if !ok {
-					return false
+			}
+		case *yamlsubset.Mapping:
+			for _, e := range entries.Entries {
+				if !entry(e.Key, e.Value) {
+					return b, false
 				}
-				mm.Set(protoreflect.ValueOfString(k).MapKey(), val)
 			}
 		default:
-			if od := fd.ContainingOneof(); od != nil {
-				if od.Index() >= 64 || oneofs&(1<<od.Index()) != 0 {
-					return false
-				}
-				oneofs |= 1 << od.Index()
+			return b, false
+		}
+	default:
+		if od := fd.ContainingOneof(); od != nil {
+			if od.Index() >= 64 || w.oneofs&(1<<od.Index()) != 0 {
+				return b, false
 			}
-			val, ok := directValue(fd, v, func() protoreflect.Value { return m.NewField(fd) })
-			if !ok {
-				return false
-			}
-			m.Set(fd, val)
+			w.oneofs |= 1 << od.Index()
+		}
+		if b, ok = appendValue(b, fd, v); !ok {
+			return b, false
 		}
 	}
-	return true
+	return b, true
+}
+
+// beginLen appends the tag of a length-delimited field num, and room for
+// a short length; it returns where the field's contents start, for endLen.
+func beginLen(b []byte, num protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return append(b, 0), len(b) + 1
+}
+
+// endLen puts the length of the contents that start at at before them.
+func endLen(b []byte, at int) []byte {
+	n := len(b) - at
+	size := protowire.SizeVarint(uint64(n))
+	if size > 1 {
+		b = append(b, make([]byte, size-1)...)
+		copy(b[at+size-1:], b[at:at+n])
+	}
+	protowire.AppendVarint(b[:at-1], uint64(n))
+	return b
 }
 
 // Well-known types decodeDirect decodes itself.
@@ -111,66 +188,129 @@ var wrappers = map[protoreflect.FullName]bool{
 	"google.protobuf.DoubleValue": true,
 }
 
-// directValue is the value of v for fd (a singular field, a list's
-// element or a map's value); newMsg returns a new message value for fd.
-func directValue(fd protoreflect.FieldDescriptor, v any, newMsg func() protoreflect.Value) (protoreflect.Value, bool) {
+// appendValue appends v as fd (a singular field, a list's element or a
+// map's value, whose number it is written under).
+func appendValue(b []byte, fd protoreflect.FieldDescriptor, v any) ([]byte, bool) {
 	if fd.Kind() != protoreflect.MessageKind {
-		return directScalar(fd, v)
+		x, ok := directScalar(fd, v)
+		if !ok {
+			return b, false
+		}
+		return appendScalar(b, fd.Number(), fd.Kind(), x), true
 	}
-	md := fd.Message()
-	val := newMsg()
-	m := val.Message()
+	b, at := beginLen(b, fd.Number())
+	b, ok := appendInto(b, fd.Message(), v)
+	return endLen(b, at), ok
+}
+
+// appendInto appends the fields of v as a message of md.
+func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, bool) {
+	if md.ParentFile().Package() != "google.protobuf" {
+		return appendMessage(b, v, md, false)
+	}
 	switch name := md.FullName(); {
 	case wrappers[name]:
 		inner := md.Fields().ByNumber(1)
 		x, ok := directScalar(inner, v)
 		if !ok {
-			return val, false
+			return b, false
 		}
-		m.Set(inner, x)
+		return appendScalar(b, 1, inner.Kind(), x), true
 	case name == durationName:
 		s, ok := v.(string)
 		if !ok {
-			return val, false
+			return b, false
 		}
 		secs, nanos, ok := parseDuration(s)
 		if !ok {
-			return val, false
+			return b, false
 		}
-		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfInt64(secs))
-		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfInt32(nanos))
+		b = appendScalar(b, 1, protoreflect.Int64Kind, protoreflect.ValueOfInt64(secs))
+		return appendScalar(b, 2, protoreflect.Int32Kind, protoreflect.ValueOfInt32(nanos)), true
 	case name == anyName:
-		obj, ok := v.(map[string]any)
-		if !ok {
-			return val, false
-		}
-		url, ok := obj["@type"].(string)
+		typ, _ := field(v, "@type")
+		url, ok := typ.(string)
 		if !ok || url == "" {
-			return val, false
+			return b, false
 		}
 		mt, err := protoregistry.GlobalTypes.FindMessageByURL(url)
 		if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
-			return val, false
+			return b, false
+		}
+		// The contents of an Any are its message's deterministic encoding,
+		// as protojson writes them: written as any other message, then
+		// read and encoded again.
+		at := len(b)
+		if b, ok = appendMessage(b, v, mt.Descriptor(), true); !ok {
+			return b, false
 		}
 		inner := mt.New()
-		if !directMessage(obj, inner, true) {
-			return val, false
+		if !unmarshal(b[at:], inner) {
+			return b, false
 		}
-		b, err := proto.MarshalOptions{AllowPartial: true, Deterministic: true}.Marshal(inner.Interface())
-		if err != nil {
-			return val, false
-		}
-		m.Set(md.Fields().ByNumber(1), protoreflect.ValueOfString(url))
-		m.Set(md.Fields().ByNumber(2), protoreflect.ValueOfBytes(b))
+		b = b[:at]
+		b = protowire.AppendTag(b, 1, protowire.BytesType)
+		b = protowire.AppendString(b, url)
+		b, at = beginLen(b, 2)
+		b, err = proto.MarshalOptions{AllowPartial: true, Deterministic: true}.MarshalAppend(b, inner.Interface())
+		return endLen(b, at), err == nil
 	case name.Parent() == "google.protobuf":
-		return val, false // Struct, Value, Timestamp, FieldMask...: the round trip's
+		return b, false // Struct, Value, Timestamp, FieldMask...: the round trip's
 	default:
-		obj, ok := v.(map[string]any)
-		if !ok || !directMessage(obj, m, false) {
-			return val, false
-		}
+		return appendMessage(b, v, md, false)
 	}
-	return val, true
+}
+
+// field returns the value of key in v, a mapping (a map or a Mapping).
+func field(v any, key string) (any, bool) {
+	switch m := v.(type) {
+	case map[string]any:
+		x, ok := m[key]
+		return x, ok
+	case *yamlsubset.Mapping:
+		return m.Get(key)
+	}
+	return nil, false
+}
+
+// appendScalar appends x, a value of kind, as field num.
+func appendScalar(b []byte, num protowire.Number, kind protoreflect.Kind, x protoreflect.Value) []byte {
+	switch kind {
+	case protoreflect.BoolKind:
+		b = protowire.AppendTag(b, num, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeBool(x.Bool()))
+	case protoreflect.StringKind:
+		b = protowire.AppendTag(b, num, protowire.BytesType)
+		return protowire.AppendString(b, x.String())
+	case protoreflect.EnumKind:
+		b = protowire.AppendTag(b, num, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(x.Enum()))
+	case protoreflect.Int32Kind, protoreflect.Int64Kind:
+		b = protowire.AppendTag(b, num, protowire.VarintType)
+		return protowire.AppendVarint(b, uint64(x.Int()))
+	case protoreflect.Sint32Kind, protoreflect.Sint64Kind:
+		b = protowire.AppendTag(b, num, protowire.VarintType)
+		return protowire.AppendVarint(b, protowire.EncodeZigZag(x.Int()))
+	case protoreflect.Sfixed32Kind:
+		b = protowire.AppendTag(b, num, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, uint32(x.Int()))
+	case protoreflect.Sfixed64Kind:
+		b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, uint64(x.Int()))
+	case protoreflect.Uint32Kind, protoreflect.Uint64Kind:
+		b = protowire.AppendTag(b, num, protowire.VarintType)
+		return protowire.AppendVarint(b, x.Uint())
+	case protoreflect.Fixed32Kind:
+		b = protowire.AppendTag(b, num, protowire.Fixed32Type)
+		return protowire.AppendFixed32(b, uint32(x.Uint()))
+	case protoreflect.Fixed64Kind:
+		b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, x.Uint())
+	case protoreflect.DoubleKind:
+		b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+		return protowire.AppendFixed64(b, math.Float64bits(x.Float()))
+	}
+	return b // directScalar takes no other kind
 }
 
 // maxExactInt is the largest integer every float64 up to which is exact.

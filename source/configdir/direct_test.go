@@ -2,8 +2,12 @@ package configdir
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -12,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // directSeeds are inputs at the edges of what decodeDirect takes.
@@ -63,20 +69,27 @@ func FuzzDecodeDirect(f *testing.F) {
 			return
 		}
 		for _, d := range docs {
-			eachTyped(d, func(m map[string]any) { checkDirect(t, m) })
+			eachTyped(d, func(m any) { checkDirect(t, m) })
 		}
 	})
 }
 
-// eachTyped calls f with every mapping under v that has an "@type".
-func eachTyped(v any, f func(map[string]any)) {
+// eachTyped calls f with every mapping under v (a map or a Mapping) that
+// has an "@type".
+func eachTyped(v any, f func(any)) {
+	if typ, ok := field(v, "@type"); ok {
+		if _, ok := typ.(string); ok {
+			f(v)
+		}
+	}
 	switch x := v.(type) {
 	case map[string]any:
-		if _, ok := x["@type"].(string); ok {
-			f(x)
-		}
 		for _, e := range x {
 			eachTyped(e, f)
+		}
+	case *yamlsubset.Mapping:
+		for _, e := range x.Entries {
+			eachTyped(e.Value, f)
 		}
 	case []any:
 		for _, e := range x {
@@ -85,21 +98,32 @@ func eachTyped(v any, f func(map[string]any)) {
 	}
 }
 
-// checkDirect decodes m, a mapping with an "@type", both ways.
-func checkDirect(t *testing.T, m map[string]any) {
+// checkDirect decodes v, a mapping with an "@type", both ways; and, if v
+// is a Mapping, directly as the map it stands for too.
+func checkDirect(t *testing.T, v any) {
 	t.Helper()
-	mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
+	typ, _ := field(v, "@type")
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(typ.(string))
 	if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
 		return
 	}
-	fields := make(map[string]any, len(m))
-	for k, v := range m {
-		if k != "@type" {
-			fields[k] = v
+	fields := maps.Clone(yamlsubset.Plain(v).(map[string]any))
+	delete(fields, "@type")
+	direct := mt.New()
+	took := decodeDirect(v, direct)
+	opts := proto.MarshalOptions{Deterministic: true}
+	if _, ordered := v.(*yamlsubset.Mapping); ordered {
+		fromMap := mt.New()
+		if tookMap := decodeDirect(fields, fromMap); tookMap != took {
+			t.Fatalf("decodeDirect took the Mapping %v: %v, the map: %v", v, took, tookMap)
+		}
+		a, _ := opts.Marshal(direct.Interface())
+		b, _ := opts.Marshal(fromMap.Interface())
+		if took && string(a) != string(b) {
+			t.Fatalf("%v: decodeDirect's message from the Mapping encodes as\n%x\nfrom the map as\n%x", v, a, b)
 		}
 	}
-	direct := mt.New()
-	if !decodeDirect(fields, direct) {
+	if !took {
 		return
 	}
 	js, err := json.Marshal(fields)
@@ -110,7 +134,6 @@ func checkDirect(t *testing.T, m map[string]any) {
 	if err := protojson.Unmarshal(js, slow); err != nil {
 		t.Fatalf("decodeDirect took %s, which protojson refuses: %v", js, err)
 	}
-	opts := proto.MarshalOptions{Deterministic: true}
 	a, _ := opts.Marshal(direct.Interface())
 	b, _ := opts.Marshal(slow)
 	if !proto.Equal(direct.Interface(), slow) { // the fast check; the diff only to report
@@ -125,24 +148,84 @@ func checkDirect(t *testing.T, m map[string]any) {
 // decoded directly, not by the round trip.
 func TestDecodeDirectTakes(t *testing.T) {
 	for _, i := range []int{0, 1, 13, 14, 15, 18, 19} {
-		docs, err := decodeDocs("f.yaml", []byte(directSeeds[i]))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := docs[0].(map[string]any)
-		mt, err := protoregistry.GlobalTypes.FindMessageByURL(m["@type"].(string))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fields := make(map[string]any, len(m))
-		for k, v := range m {
-			if k != "@type" {
-				fields[k] = v
-			}
-		}
-		if !decodeDirect(fields, mt.New()) {
+		if !takenDirectly(t, directSeeds[i]) {
 			t.Errorf("seed %d was not decoded directly: %s", i, directSeeds[i])
 		}
-		checkDirect(t, m)
 	}
+}
+
+// TestDecodeDirectLong: messages whose encodings need lengths of two and
+// three bytes, inside lists and an Any, decode as protojson decodes them.
+func TestDecodeDirectLong(t *testing.T) {
+	for _, n := range []int{3, 30, 1000} {
+		eps := make([]string, n)
+		for i := range eps {
+			eps[i] = fmt.Sprintf("{endpoint: {address: {socket_address: {address: 10.0.%d.%d, port_value: %d}}}, load_balancing_weight: %d}", i/250, i%250, 1000+i, i+1)
+		}
+		cla := `{"@type": type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment, cluster_name: a, endpoints: [{lb_endpoints: [` + strings.Join(eps, ", ") + `]}]}`
+		listener := fmt.Sprintf(`{"@type": type.googleapis.com/envoy.config.listener.v3.Listener, name: l, filter_chains: [{filters: [{name: x, typed_config: {"@type": type.googleapis.com/envoy.extensions.filters.network.tcp_proxy.v3.TcpProxy, stat_prefix: %s, cluster: c}}]}]}`, strings.Repeat("s", n*20))
+		for _, in := range []string{cla, listener} {
+			if !takenDirectly(t, in) {
+				t.Errorf("not decoded directly: %.200s", in)
+			}
+		}
+	}
+}
+
+// takenDirectly decodes in, one mapping with an "@type", both ways, and
+// reports whether decodeDirect took it.
+func takenDirectly(t *testing.T, in string) bool {
+	t.Helper()
+	docs, err := decodeDocs("f.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := docs[0]
+	typ, _ := field(m, "@type")
+	mt, err := protoregistry.GlobalTypes.FindMessageByURL(typ.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkDirect(t, m)
+	return decodeDirect(m, mt.New())
+}
+
+// FuzzParseOrdered: a file parses alike from the Mappings its YAML decodes
+// to and from the maps they stand for, as go.yaml.in/yaml/v3 decodes them.
+func FuzzParseOrdered(f *testing.F) {
+	for _, s := range directSeeds {
+		f.Add([]byte(s))
+	}
+	for _, s := range []string{
+		"resources:\n- \"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster\n  name: c\n  type: EDS\n  connect_timeout: 1s\n  eds_cluster_config: {eds_config: {ads: {}, resource_api_version: V3}}\n",
+		"resources:\n- ttl: 30s\n  resource: {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: c}\nnodes: {cluster: a}\n",
+		"static_resources:\n  clusters:\n  - {name: c, connect_timeout: 1s}\n",
+		"type_url: type.googleapis.com/envoy.config.cluster.v3.Cluster\nresources:\n- {\"@type\": type.googleapis.com/envoy.config.cluster.v3.Cluster, name: c, bogus: 1}\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		docs, err := decodeDocs("f.yaml", data)
+		if err != nil {
+			return
+		}
+		plain := make([]any, len(docs))
+		for i, d := range docs {
+			plain[i] = yamlsubset.Plain(d)
+		}
+		got, gotProbs := parseDocs("f.yaml", docs)
+		want, wantProbs := parseDocs("f.yaml", plain)
+		if !slices.Equal(gotProbs, wantProbs) {
+			t.Fatalf("%q: from Mappings %v, from maps %v", data, gotProbs, wantProbs)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d resources from Mappings, %d from maps", data, len(got), len(want))
+		}
+		for i := range got {
+			g, w := got[i], want[i]
+			if g.res.Name != w.res.Name || g.res.Version != w.res.Version || g.res.TTL != w.res.TTL || g.index != w.index || !reflect.DeepEqual(g.sel, w.sel) {
+				t.Fatalf("%q: resource %d is %s %s from Mappings, %s %s from maps", data, i, g.res.Name, g.res.Version, w.res.Name, w.res.Version)
+			}
+		}
+	})
 }

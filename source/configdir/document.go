@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // The shapes a document of a configuration file may have besides a single
@@ -36,9 +37,10 @@ var responseFields = map[string]string{
 
 // readDocument reads one document, named where for errors: a resources
 // list, with a node selector or the fields of a DiscoveryResponse; a
-// bootstrap's static_resources; or a single resource. Its keys are looked
+// bootstrap's static_resources; or a single resource, whole. m is whole's
+// keys and values (whole may be a *yamlsubset.Mapping). Its keys are looked
 // at in order, so that the same bytes always give the same error.
-func readDocument(where string, m map[string]any) (document, error) {
+func readDocument(where string, m map[string]any, whole any) (document, error) {
 	var d document
 	keys := slices.Sorted(maps.Keys(m))
 	_, hasList := m["resources"]
@@ -50,7 +52,7 @@ func readDocument(where string, m map[string]any) (document, error) {
 	}
 	for _, k := range []string{"static_resources", "staticResources"} {
 		if static, ok := m[k]; ok && !isList {
-			return staticResources(where, k, m, static)
+			return staticResources(where, k, m, yamlsubset.Plain(static))
 		}
 	}
 	nodes, hasNodes := m["nodes"]
@@ -58,7 +60,7 @@ func readDocument(where string, m map[string]any) (document, error) {
 		return d, errors.New("\"nodes\" needs a \"resources\" or \"static_resources\" list in the same document")
 	}
 	if !isList {
-		d.items = []any{m}
+		d.items = []any{whole}
 		return d, nil
 	}
 	given := map[string]string{} // field -> the name it was given under
@@ -84,7 +86,7 @@ func readDocument(where string, m map[string]any) (document, error) {
 		d.typeURL = u
 	}
 	if hasNodes {
-		sel, err := parseSelector(where, nodes)
+		sel, err := parseSelector(where, yamlsubset.Plain(nodes))
 		if err != nil {
 			return d, err
 		}
@@ -120,7 +122,7 @@ func staticResources(where, key string, m map[string]any, static any) (document,
 		}
 	}
 	if nodes, ok := m["nodes"]; ok {
-		sel, err := parseSelector(where, nodes)
+		sel, err := parseSelector(where, yamlsubset.Plain(nodes))
 		if err != nil {
 			return d, err
 		}

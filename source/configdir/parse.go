@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	// Every Envoy and xDS message, so that typed_config and other Any
 	// fields of real configurations parse.
@@ -99,18 +100,29 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 	if err != nil {
 		return nil, []Problem{{File: name, Reason: reason(err)}}
 	}
+	return parseDocs(name, docs)
+}
+
+// parseDocs parses the documents docs of the file name.
+func parseDocs(name string, docs []any) ([]entry, []Problem) {
 	var out []entry
 	var probs []Problem
 	n := 0
 	for di, doc := range docs {
 		m, ok := doc.(map[string]any)
+		if o, isMapping := doc.(*yamlsubset.Mapping); isMapping {
+			m, ok = make(map[string]any, len(o.Entries)), true
+			for _, e := range o.Entries {
+				m[e.Key] = e.Value
+			}
+		}
 		if !ok {
 			if doc != nil {
 				probs = append(probs, Problem{File: name, Reason: "a document must be a mapping with \"@type\", \"resources\" or \"static_resources\""})
 			}
 			continue
 		}
-		d, err := readDocument(fmt.Sprintf("%s#%d", name, di+1), m)
+		d, err := readDocument(fmt.Sprintf("%s#%d", name, di+1), m, doc)
 		if err != nil {
 			probs = append(probs, Problem{File: name, Reason: reason(err)})
 			continue
@@ -136,9 +148,11 @@ func parseFile(name string, data []byte) ([]entry, []Problem) {
 // private key in it is hidden too.
 func reason(err error) string { return redact.Text(err.Error()) }
 
-// decodeDocs decodes JSON or (multi-document) YAML into generic values.
-// A JSON file may start with a byte order mark, and one that holds only
-// white space holds nothing, as an empty YAML file does.
+// decodeDocs decodes JSON or (multi-document) YAML into generic values,
+// where a YAML file's mappings may be *yamlsubset.Mappings (yamlsubset.Plain
+// of them is what go.yaml.in/yaml/v3 decodes). A JSON file may start with a
+// byte order mark, and one that holds only white space holds nothing, as
+// an empty YAML file does.
 func decodeDocs(name string, data []byte) ([]any, error) {
 	if strings.HasSuffix(name, ".json") {
 		data = bytes.TrimPrefix(data, []byte("\ufeff"))
@@ -156,7 +170,7 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 		}
 		return []any{v}, nil
 	}
-	docs, err := yamlsubset.Documents(data)
+	docs, err := yamlsubset.OrderedDocuments(data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %v", err)
 	}
@@ -166,7 +180,12 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 // parseEntry turns one list item into a Resource: a message with "@type",
 // or {ttl, resource} or Envoy's Resource wrapper around one.
 func parseEntry(it any) (*resource.Resource, error) {
-	m, ok := it.(map[string]any)
+	if o, ok := it.(*yamlsubset.Mapping); ok {
+		if msg := directEntry(o); msg != nil {
+			return newResource(msg, nil, "")
+		}
+	}
+	m, ok := yamlsubset.Plain(it).(map[string]any)
 	if !ok {
 		return nil, errors.New("a resource must be a mapping with \"@type\"")
 	}
@@ -195,14 +214,14 @@ func parseEntry(it any) (*resource.Resource, error) {
 	// The message is read from its fields directly, not as an Any, which
 	// protojson would read twice and encode, to be decoded once more: that
 	// would be most of the cost of a file.
-	fields := make(map[string]any, len(m)-1)
-	for k, v := range m {
-		if k != "@type" {
-			fields[k] = v
-		}
-	}
 	msg := t.New()
-	if !decodeDirect(fields, msg.ProtoReflect()) {
+	if !decodeDirect(m, msg.ProtoReflect()) {
+		fields := make(map[string]any, len(m)-1)
+		for k, v := range m {
+			if k != "@type" {
+				fields[k] = v
+			}
+		}
 		msg = t.New()
 		js, err := json.Marshal(fields)
 		if err != nil {
@@ -212,6 +231,31 @@ func parseEntry(it any) (*resource.Resource, error) {
 			return nil, errors.New(protoErr(msg.ProtoReflect().Descriptor(), fields, js, err))
 		}
 	}
+	return newResource(msg, opts, wrapName)
+}
+
+// directEntry is the message of o, a resource as a Mapping, if it is
+// neither wrapped nor wrapper, and decodeDirect takes it; else nil.
+func directEntry(o *yamlsubset.Mapping) proto.Message {
+	if _, wrapped := o.Get("resource"); wrapped {
+		return nil
+	}
+	typ, _ := o.Get("@type")
+	url, _ := typ.(string)
+	t := resource.Lookup(url)
+	if url == resourceWrapper || t == nil {
+		return nil
+	}
+	msg := t.New()
+	if !decodeDirect(o, msg.ProtoReflect()) {
+		return nil
+	}
+	return msg
+}
+
+// newResource is the Resource of msg, with opts; wrapName, if not empty,
+// is the name a wrapper gave it.
+func newResource(msg proto.Message, opts []resource.Option, wrapName string) (*resource.Resource, error) {
 	r, err := resource.New(msg, opts...)
 	if u := errors.Unwrap(err); u != nil {
 		err = u // the problem names the resource already
@@ -224,7 +268,7 @@ func parseEntry(it any) (*resource.Resource, error) {
 
 // describe names an entry that failed to parse, as well as can be told.
 func describe(it any, n int) string {
-	m, _ := it.(map[string]any)
+	m, _ := yamlsubset.Plain(it).(map[string]any)
 	if inner, ok := m["resource"].(map[string]any); ok && (m["@type"] == nil || m["@type"] == resourceWrapper) {
 		m = inner
 	}

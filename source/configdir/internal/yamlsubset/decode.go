@@ -18,8 +18,11 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -33,6 +36,90 @@ func Documents(data []byte) ([]any, error) {
 		return docs, nil
 	}
 	return viaYAMLv3(data)
+}
+
+// OrderedDocuments is Documents, but for the mappings of data within the
+// subset, which are each a *Mapping: Plain of each document is what
+// Documents returns.
+func OrderedDocuments(data []byte) ([]any, error) {
+	if docs, ok := decode(data, true); ok {
+		return docs, nil
+	}
+	return viaYAMLv3(data)
+}
+
+// Mapping is a mapping as OrderedDocuments decodes it: its entries in the
+// order they were written, each key once. It costs less to build than a
+// map, and to go through: the Mappings of a document and their entries
+// are allocated together.
+type Mapping struct {
+	Entries []Entry
+}
+
+// Entry is an entry of a Mapping.
+type Entry struct {
+	Key   string
+	Value any
+}
+
+// Get returns the value of key, and whether m has it.
+func (m *Mapping) Get(key string) (any, bool) {
+	for _, e := range m.Entries {
+		if e.Key == key {
+			return e.Value, true
+		}
+	}
+	return nil, false
+}
+
+// Plain returns v with every *Mapping in it as a map[string]any, as
+// yaml.v3 decodes it; v itself if it holds none.
+func Plain(v any) any {
+	if !holdsMapping(v) {
+		return v
+	}
+	switch x := v.(type) {
+	case *Mapping:
+		m := make(map[string]any, len(x.Entries))
+		for _, e := range x.Entries {
+			m[e.Key] = Plain(e.Value)
+		}
+		return m
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = Plain(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(x))
+		for i, e := range x {
+			l[i] = Plain(e)
+		}
+		return l
+	}
+	return v
+}
+
+// holdsMapping reports whether v is or holds a *Mapping.
+func holdsMapping(v any) bool {
+	switch x := v.(type) {
+	case *Mapping:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if holdsMapping(e) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if holdsMapping(e) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // viaYAMLv3 decodes data's documents with yaml.v3.
@@ -57,6 +144,11 @@ func viaYAMLv3(data []byte) ([]any, error) {
 // reports whether data is within the subset. If it is not, the result is
 // nil and data is for yaml.v3 (Documents decodes it either way).
 func Decode(data []byte) ([]any, bool) {
+	return decode(data, false)
+}
+
+// decode is Decode, with Mappings for mappings if ordered.
+func decode(data []byte, ordered bool) ([]any, bool) {
 	if !printable(data) {
 		return nil, false
 	}
@@ -83,7 +175,7 @@ func Decode(data []byte) ([]any, bool) {
 				return nil, false // an empty document, a document end, a directive, or content after "---"
 			}
 			if len(lines) > 0 {
-				doc, ok := document(lines)
+				doc, ok := document(lines, ordered)
 				if !ok {
 					return nil, false
 				}
@@ -100,7 +192,7 @@ func Decode(data []byte) ([]any, bool) {
 		}
 		return docs, true
 	}
-	doc, ok := document(lines)
+	doc, ok := document(lines, ordered)
 	if !ok {
 		return nil, false
 	}
@@ -145,12 +237,12 @@ func printable(data []byte) bool {
 	return true
 }
 
-// document decodes one document's lines.
-func document(lines []line) (any, bool) {
+// document decodes one document's lines, with Mappings if ordered.
+func document(lines []line, ordered bool) (any, bool) {
 	if lines[0].indent != 0 {
 		return nil, false
 	}
-	p := parser{lines: lines}
+	p := parser{lines: lines, ordered: ordered}
 	v, ok := p.node(0)
 	if !ok || p.i != len(lines) {
 		return nil, false
@@ -161,9 +253,92 @@ func document(lines []line) (any, bool) {
 // parser decodes a document's block structure; the lines are its own (an
 // item's line is rewritten to hold what follows the dash).
 type parser struct {
-	lines []line
-	i     int // the next line
-	depth int // collections open
+	lines   []line
+	i       int // the next line
+	depth   int // collections open
+	ordered bool
+
+	// The entries and items of the collections open, each collection's
+	// above those of the collections around it, until it is closed.
+	entries []Entry
+	items   []any
+
+	// Room for the Mappings to come, and for their entries, allocated in
+	// blocks that double up to a bound, from the size of the last.
+	mappings            []Mapping
+	entryRoom           []Entry
+	mappingsN, entriesN int
+}
+
+// The sizes of the first and the largest blocks of Mappings and entries.
+const (
+	firstMappings, mostMappings = 4, 64
+	firstEntries, mostEntries   = 16, 256
+)
+
+// newMapping returns a Mapping of es, a copy.
+func (p *parser) newMapping(es []Entry) *Mapping {
+	if len(p.mappings) == 0 {
+		p.mappingsN = min(max(2*p.mappingsN, firstMappings), mostMappings)
+		p.mappings = make([]Mapping, p.mappingsN)
+	}
+	m := &p.mappings[0]
+	p.mappings = p.mappings[1:]
+	if len(es) > len(p.entryRoom) {
+		p.entriesN = min(max(2*p.entriesN, firstEntries), mostEntries)
+		p.entryRoom = make([]Entry, max(p.entriesN, len(es)))
+	}
+	n := copy(p.entryRoom, es)
+	m.Entries, p.entryRoom = p.entryRoom[:n:n], p.entryRoom[n:]
+	return m
+}
+
+// closeSequence returns the sequence whose items start at p.items[start].
+func (p *parser) closeSequence(start int) []any {
+	out := make([]any, len(p.items)-start)
+	copy(out, p.items[start:])
+	clear(p.items[start:])
+	p.items = p.items[:start]
+	return out
+}
+
+// maxScan is the most entries a mapping is searched for a repeated key
+// one by one; a longer one is searched with a map.
+const maxScan = 16
+
+// closeMapping returns the mapping whose entries start at
+// p.entries[start], unless a key is repeated.
+func (p *parser) closeMapping(start int) (any, bool) {
+	es := p.entries[start:]
+	defer func() {
+		clear(es)
+		p.entries = p.entries[:start]
+	}()
+	if !p.ordered {
+		m := make(map[string]any, len(es))
+		for _, e := range es {
+			m[e.Key] = e.Value
+		}
+		return m, len(m) == len(es)
+	}
+	if len(es) <= maxScan {
+		for i := range es {
+			for j := range i {
+				if es[i].Key == es[j].Key {
+					return nil, false
+				}
+			}
+		}
+	} else {
+		seen := make(map[string]struct{}, len(es))
+		for _, e := range es {
+			seen[e.Key] = struct{}{}
+		}
+		if len(seen) != len(es) {
+			return nil, false
+		}
+	}
+	return p.newMapping(es), true
 }
 
 // maxDepth bounds the nesting of collections; yaml.v3 has a bound of its
@@ -192,7 +367,7 @@ func (p *parser) node(indent int) (any, bool) {
 	case isEntry(text):
 		return p.mapping(indent)
 	}
-	v, ok := inline(text, p.depth)
+	v, ok := p.inline(text, p.depth)
 	p.i++
 	return v, ok
 }
@@ -211,7 +386,7 @@ func isEntry(text []byte) bool {
 
 // sequence decodes the block sequence whose dashes are indented by indent.
 func (p *parser) sequence(indent int) (any, bool) {
-	out := []any{}
+	start := len(p.items)
 	for {
 		in, ok := p.more()
 		if !ok || in != indent || !isDash(p.lines[p.i].text) {
@@ -236,17 +411,17 @@ func (p *parser) sequence(indent int) (any, bool) {
 				return nil, false
 			}
 		}
-		out = append(out, item)
+		p.items = append(p.items, item)
 	}
 	if in, ok := p.more(); ok && in > indent {
 		return nil, false // a scalar's continuation, or a misplaced line
 	}
-	return out, true
+	return p.closeSequence(start), true
 }
 
 // mapping decodes the block mapping whose keys are indented by indent.
 func (p *parser) mapping(indent int) (any, bool) {
-	out := map[string]any{}
+	start := len(p.entries)
 	for {
 		in, ok := p.more()
 		if !ok || in != indent {
@@ -256,13 +431,10 @@ func (p *parser) mapping(indent int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if _, dup := out[key]; dup {
-			return nil, false
-		}
 		p.i++
 		var v any
 		if rest = trimComment(rest); len(rest) > 0 {
-			if v, ok = inline(rest, p.depth); !ok {
+			if v, ok = p.inline(rest, p.depth); !ok {
 				return nil, false
 			}
 		} else if next, ok := p.more(); ok && (next > indent || next == indent && isDash(p.lines[p.i].text)) {
@@ -270,12 +442,12 @@ func (p *parser) mapping(indent int) (any, bool) {
 				return nil, false
 			}
 		}
-		out[key] = v
+		p.entries = append(p.entries, Entry{key, v})
 	}
 	if in, ok := p.more(); ok && in > indent {
 		return nil, false
 	}
-	return out, true
+	return p.closeMapping(start)
 }
 
 // maxKey bounds the bytes of a key and what comes before its colon: YAML
@@ -286,7 +458,7 @@ const maxKey = 1000
 // as a string, and what follows the colon.
 func splitEntry(text []byte) (key string, rest []byte, ok bool) {
 	if text[0] == '"' || text[0] == '\'' {
-		k, end, ok := quoted(text, 0)
+		k, end, ok := quoted(text, 0, true)
 		if !ok || end >= len(text) || text[end] != ':' || end+1 < len(text) && text[end+1] != ' ' || end > maxKey {
 			return "", nil, false
 		}
@@ -300,7 +472,7 @@ func splitEntry(text []byte) (key string, rest []byte, ok bool) {
 		case text[i] == '#' && text[i-1] == ' ':
 			return "", nil, false // a comment before any colon: not an entry
 		case text[i] == ':' && (i+1 == len(text) || text[i+1] == ' '):
-			k, ok := plainString(bytes.TrimRight(text[:i], " "))
+			k, ok := plainKey(bytes.TrimRight(text[:i], " "))
 			return k, text[i+1:], ok && i <= maxKey
 		}
 	}
@@ -335,10 +507,10 @@ func indicator(c byte) bool {
 // inline decodes a value that is all of text, but for trailing spaces and
 // a comment: a flow collection, a quoted scalar or a plain scalar. depth is
 // how many collections are open around it.
-func inline(text []byte, depth int) (any, bool) {
+func (p *parser) inline(text []byte, depth int) (any, bool) {
 	switch c := text[0]; {
 	case c == '{' || c == '[' || c == '"' || c == '\'':
-		v, end, ok := flowNode(text, 0, depth)
+		v, end, ok := p.flowNode(text, 0, depth)
 		if !ok || len(trimComment(text[end:])) > 0 || end < len(text) && text[end] != ' ' {
 			return nil, false
 		}
@@ -363,23 +535,47 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // flowNode decodes the flow node at text[i:] (after any spaces), inside
 // depth collections, and returns where it ends.
-func flowNode(text []byte, i, depth int) (any, int, bool) {
+func (p *parser) flowNode(text []byte, i, depth int) (any, int, bool) {
 	i = skipSpaces(text, i)
 	if i == len(text) || depth >= maxDepth && (text[i] == '{' || text[i] == '[') {
 		return nil, 0, false
 	}
 	switch text[i] {
 	case '{':
-		return flowMapping(text, i+1, depth+1)
+		return p.flowMapping(text, i+1, depth+1)
 	case '[':
-		return flowSequence(text, i+1, depth+1)
+		return p.flowSequence(text, i+1, depth+1)
 	case '"', '\'':
-		s, end, ok := quoted(text, i)
+		s, end, ok := quoted(text, i, false)
 		return s, end, ok
 	}
-	start := i
-	if !startsPlain(text, i) {
+	end, ok := flowPlain(text, i)
+	if !ok {
 		return nil, 0, false
+	}
+	v, ok := plain(bytes.TrimRight(text[i:end], " "))
+	return v, end, ok
+}
+
+// flowKey decodes the key at text[i], a flow mapping's (not a collection),
+// and returns where it ends.
+func flowKey(text []byte, i int) (string, int, bool) {
+	if text[i] == '"' || text[i] == '\'' {
+		return quoted(text, i, true)
+	}
+	end, ok := flowPlain(text, i)
+	if !ok {
+		return "", 0, false
+	}
+	s, ok := plainKey(bytes.TrimRight(text[i:end], " "))
+	return s, end, ok
+}
+
+// flowPlain returns where the plain scalar at text[i], inside a flow
+// collection, ends, and whether it is within the subset.
+func flowPlain(text []byte, i int) (int, bool) {
+	if !startsPlain(text, i) {
+		return 0, false
 	}
 	for ; i < len(text); i++ {
 		c := text[i]
@@ -387,26 +583,25 @@ func flowNode(text []byte, i, depth int) (any, int, bool) {
 			break
 		}
 		if flowOdd(c) {
-			return nil, 0, false
+			return 0, false
 		}
 	}
 	if i < len(text) && text[i] == ':' {
 		if i+1 < len(text) && text[i+1] != ' ' {
-			return nil, 0, false // a colon inside a plain scalar, or a key without a space after its colon
+			return 0, false // a colon inside a plain scalar, or a key without a space after its colon
 		}
 	}
-	v, ok := plain(bytes.TrimRight(text[start:i], " "))
-	return v, i, ok
+	return i, true
 }
 
 // flowSequence decodes a flow sequence whose '[' is before text[i].
-func flowSequence(text []byte, i, depth int) (any, int, bool) {
-	out := []any{}
+func (p *parser) flowSequence(text []byte, i, depth int) (any, int, bool) {
+	start := len(p.items)
 	if j := skipSpaces(text, i); j < len(text) && text[j] == ']' {
-		return out, j + 1, true
+		return p.closeSequence(start), j + 1, true
 	}
 	for {
-		v, end, ok := flowNode(text, i, depth)
+		v, end, ok := p.flowNode(text, i, depth)
 		if !ok {
 			return nil, 0, false
 		}
@@ -415,10 +610,10 @@ func flowSequence(text []byte, i, depth int) (any, int, bool) {
 				return nil, 0, false // a single-pair mapping inside a sequence
 			}
 		}
-		out = append(out, v)
+		p.items = append(p.items, v)
 		var done bool
 		if i, done, ok = afterEntry(text, end, ']'); !ok || done {
-			return out, i, ok
+			return p.closeSequence(start), i, ok
 		}
 	}
 }
@@ -445,35 +640,36 @@ func afterEntry(text []byte, end int, closing byte) (i int, done, ok bool) {
 }
 
 // flowMapping decodes a flow mapping whose '{' is before text[i].
-func flowMapping(text []byte, i, depth int) (any, int, bool) {
-	out := map[string]any{}
+func (p *parser) flowMapping(text []byte, i, depth int) (any, int, bool) {
+	start := len(p.entries)
 	if j := skipSpaces(text, i); j < len(text) && text[j] == '}' {
-		return out, j + 1, true
+		m, _ := p.closeMapping(start)
+		return m, j + 1, true
 	}
 	for {
 		i = skipSpaces(text, i)
 		if i == len(text) || text[i] == '{' || text[i] == '[' {
 			return nil, 0, false
 		}
-		k, end, ok := flowNode(text, i, depth)
-		key, isStr := k.(string)
-		if !ok || !isStr || end >= len(text) || text[end] != ':' || end+1 == len(text) || text[end+1] != ' ' || end-i > maxKey {
-			return nil, 0, false
-		}
-		if _, dup := out[key]; dup {
+		key, end, ok := flowKey(text, i)
+		if !ok || end >= len(text) || text[end] != ':' || end+1 == len(text) || text[end+1] != ' ' || end-i > maxKey {
 			return nil, 0, false
 		}
 		if j := skipSpaces(text, end+1); j < len(text) && (text[j] == ',' || text[j] == '}') {
 			return nil, 0, false // an empty value
 		}
-		v, end, ok := flowNode(text, end+1, depth)
+		v, end, ok := p.flowNode(text, end+1, depth)
 		if !ok {
 			return nil, 0, false
 		}
-		out[key] = v
+		p.entries = append(p.entries, Entry{key, v})
 		var done bool
 		if i, done, ok = afterEntry(text, end, '}'); !ok || done {
-			return out, i, ok
+			if !ok {
+				return nil, 0, false
+			}
+			m, ok := p.closeMapping(start)
+			return m, i, ok
 		}
 	}
 }
@@ -496,10 +692,10 @@ func skipSpaces(text []byte, i int) int {
 	return i
 }
 
-// quoted decodes the quoted scalar at text[i] and returns where it ends.
-// It must close on the line; a double-quoted one may hold the escapes \\,
-// \", \/, \n, \t, \r and \uXXXX (not a surrogate).
-func quoted(text []byte, i int) (string, int, bool) {
+// quoted decodes the quoted scalar at text[i], a key's if key, and
+// returns where it ends. It must close on the line; a double-quoted one may
+// hold the escapes \\, \", \/, \n, \t, \r and \uXXXX (not a surrogate).
+func quoted(text []byte, i int, key bool) (string, int, bool) {
 	q := text[i]
 	i++
 	var b []byte // the decoded string, once it differs from the text
@@ -513,7 +709,7 @@ func quoted(text []byte, i int) (string, int, bool) {
 			start = i
 		case c == q:
 			if b == nil {
-				return string(text[start:i]), i + 1, true
+				return str(text[start:i], key), i + 1, true
 			}
 			return string(append(b, text[start:i]...)), i + 1, true
 		case c == '\\' && q == '"':
@@ -552,10 +748,9 @@ func quoted(text []byte, i int) (string, int, bool) {
 	return "", 0, false
 }
 
-// plainString decodes a plain scalar that must decode as a string: a key.
-func plainString(text []byte) (string, bool) {
-	v, ok := plain(text)
-	s, isStr := v.(string)
+// plainKey decodes a plain scalar that must decode as a string: a key.
+func plainKey(text []byte) (string, bool) {
+	_, s, isStr, ok := resolve(text, true)
 	return s, ok && isStr
 }
 
@@ -564,53 +759,121 @@ func plainString(text []byte) (string, bool) {
 // kind (a float, a timestamp, an int in another notation, a merge key) is
 // outside the subset.
 func plain(text []byte) (any, bool) {
-	if len(text) == 0 {
-		return nil, false
+	v, s, isStr, ok := resolve(text, false)
+	if isStr {
+		return s, ok
 	}
-	switch s := string(text); s {
-	case "~", "null", "Null", "NULL":
-		return nil, true
-	case "true", "True", "TRUE":
-		return true, true
-	case "false", "False", "FALSE":
-		return false, true
-	case "<<", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
-		return nil, false // a merge key, or a float
-	default:
-		switch c := s[0]; {
-		case c == '.':
-			if _, err := strconv.ParseFloat(s, 64); err == nil {
-				return nil, false
-			}
-		case c == '+' || c == '-' || isDigit(c):
-			if n, ok := decimal(s); ok {
-				return n, true
-			}
-			if numeric(s) {
-				return nil, false
-			}
-		}
-		return s, true
-	}
+	return v, ok
 }
 
-// decimal decodes s if it is a plain decimal int that fits an int64: what
-// yaml.v3 reads as the same int.
-func decimal(s string) (int, bool) {
-	d := s
+// resolve is plain's value, a key's if key, as s if it is a string
+// (isStr), else as v.
+func resolve(text []byte, key bool) (v any, s string, isStr, ok bool) {
+	if len(text) == 0 {
+		return nil, "", false, false
+	}
+	switch string(text) {
+	case "~", "null", "Null", "NULL":
+		return nil, "", false, true
+	case "true", "True", "TRUE":
+		return true, "", false, true
+	case "false", "False", "FALSE":
+		return false, "", false, true
+	case "<<", ".nan", ".NaN", ".NAN", ".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF", "-.inf", "-.Inf", "-.INF":
+		return nil, "", false, false // a merge key, or a float
+	}
+	switch c := text[0]; {
+	case c == '.':
+		s = str(text, key)
+		if mayParse(s) {
+			if _, err := strconv.ParseFloat(s, 64); err == nil {
+				return nil, "", false, false
+			}
+		}
+	case c == '+' || c == '-' || isDigit(c):
+		if n, ok := decimal(text); ok {
+			return n, "", false, true
+		}
+		s = str(text, key)
+		if numeric(s) {
+			return nil, "", false, false
+		}
+	default:
+		s = str(text, key)
+	}
+	return nil, s, true, true
+}
+
+// str is text as a string: if key, the one the same key was decoded to
+// before, as far as names holds it.
+func str(text []byte, key bool) string {
+	if !key {
+		return string(text)
+	}
+	m := names.m.Load()
+	if s, ok := (*m)[string(text)]; ok {
+		return s
+	}
+	s := string(text)
+	if len(s) <= maxName && len(*m) < maxNames {
+		names.add(s)
+	}
+	return s
+}
+
+// names holds keys decoded before, up to maxNames of at most maxName bytes
+// each, so that the field names every file repeats cost no allocation. It
+// is read without a lock and replaced whole, under mu, to add a key.
+var names = func() *nameSet {
+	n := &nameSet{}
+	n.m.Store(&map[string]string{})
+	return n
+}()
+
+const (
+	maxNames = 1024
+	maxName  = 64
+)
+
+type nameSet struct {
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]string]
+}
+
+func (n *nameSet) add(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old := *n.m.Load()
+	if _, ok := old[s]; ok || len(old) >= maxNames {
+		return
+	}
+	m := make(map[string]string, len(old)+1)
+	maps.Copy(m, old)
+	m[s] = s
+	n.m.Store(&m)
+}
+
+// decimal decodes text if it is a plain decimal int that fits an int64:
+// what yaml.v3 reads as the same int.
+func decimal(text []byte) (int, bool) {
+	d := text
 	if d[0] == '-' {
 		d = d[1:]
 	}
 	if len(d) == 0 || len(d) > 18 || len(d) > 1 && d[0] == '0' {
 		return 0, false
 	}
-	for i := 0; i < len(d); i++ {
-		if !isDigit(d[i]) {
+	var n int64
+	for _, c := range d {
+		if !isDigit(c) {
 			return 0, false
 		}
+		n = n*10 + int64(c-'0')
 	}
-	n, err := strconv.Atoi(s)
-	return n, err == nil
+	if text[0] == '-' {
+		n = -n
+	}
+	return int(n), int64(int(n)) == n // on 32-bit platforms, an int's range
 }
 
 // numeric reports whether yaml.v3 might read s, a plain scalar starting
@@ -622,14 +885,16 @@ func numeric(s string) bool {
 	if len(s) > 4 && isDigit(s[0]) && isDigit(s[1]) && isDigit(s[2]) && isDigit(s[3]) && s[4] == '-' {
 		return true // perhaps a timestamp
 	}
-	if _, err := strconv.ParseInt(s, 0, 64); err == nil {
-		return true
-	}
-	if _, err := strconv.ParseUint(s, 0, 64); err == nil {
-		return true
-	}
-	if _, err := strconv.ParseFloat(s, 64); err == nil {
-		return true
+	if mayParse(s) {
+		if _, err := strconv.ParseInt(s, 0, 64); err == nil {
+			return true
+		}
+		if _, err := strconv.ParseUint(s, 0, 64); err == nil {
+			return true
+		}
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			return true
+		}
 	}
 	for _, p := range []string{"0b", "-0b", "0o", "-0o", "+0b", "+0o"} {
 		if len(s) > len(p) && s[:len(p)] == p {
@@ -637,4 +902,27 @@ func numeric(s string) bool {
 		}
 	}
 	return false
+}
+
+// mayParse reports whether strconv's ParseInt and ParseUint (of base 0) or
+// ParseFloat might accept s: false if s holds a byte none of their
+// syntaxes has (they take digits, signs, underscores, one '.', the letters
+// of hexadecimal numbers, their prefixes and exponents, and of "Inf",
+// "Infinity" and "NaN"), or two dots. It spares the errors they allocate
+// for the addresses and durations that configurations are full of.
+func mayParse(s string) bool {
+	dots := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i] | 0x20; { // ASCII letters as lower case
+		case isDigit(s[i]), s[i] == '+', s[i] == '-', s[i] == '_':
+		case s[i] == '.':
+			if dots++; dots > 1 {
+				return false
+			}
+		case c >= 'a' && c <= 'f', c == 'x', c == 'o', c == 'p', c == 'i', c == 'n', c == 't', c == 'y':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -2,17 +2,26 @@ package yamlsubset
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // agrees fails t unless Decode, if it decodes data, decodes it as yaml.v3
-// does, and reports whether Decode decoded it.
+// does, and as the ordered decoding does but for its Mappings, and reports
+// whether Decode decoded it.
 func agrees(t *testing.T, data []byte) bool {
 	t.Helper()
 	got, ok := Decode(data)
+	ordered, orderedOK := decode(data, true)
+	if orderedOK != ok {
+		t.Fatalf("Decode(%q) reports %v, the ordered decoding %v", data, ok, orderedOK)
+	}
 	if !ok {
 		return false
+	}
+	if plain := Plain(ordered); !reflect.DeepEqual(plain, any(got)) {
+		t.Fatalf("Decode(%q) = %#v, the ordered decoding: %#v", data, got, plain)
 	}
 	want, err := viaYAMLv3(data)
 	if err != nil {
@@ -123,4 +132,25 @@ func BenchmarkYAMLv3(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// FuzzMayParse: whatever mayParse rules out, strconv refuses.
+func FuzzMayParse(f *testing.F) {
+	for _, s := range []string{"10.0.0.1", "1s", "0x1.8p1", "-Infinity", "nan", "1e5", "0b101", "0o17", "1_000", "1.5.", "+.5"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if mayParse(s) {
+			return
+		}
+		if _, err := strconv.ParseInt(s, 0, 64); err == nil {
+			t.Errorf("mayParse(%q) is false, ParseInt accepts it", s)
+		}
+		if _, err := strconv.ParseUint(s, 0, 64); err == nil {
+			t.Errorf("mayParse(%q) is false, ParseUint accepts it", s)
+		}
+		if _, err := strconv.ParseFloat(s, 64); err == nil {
+			t.Errorf("mayParse(%q) is false, ParseFloat accepts it", s)
+		}
+	})
 }
