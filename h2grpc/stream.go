@@ -63,12 +63,12 @@ type stream struct {
 	headersSent bool
 	// partial says a message is part written: the rest waits for window,
 	// and trailers written now would cut it short (see conn.endStreams).
-	partial     bool
-	done        bool // trailers sent or stream reset: no more frames
-	doneErr     error
-	wcond       sync.Cond // the stream's sender waits on it for window: see waitWindowLocked
-	waitFor     uint8     // what the sender waits for: waitNone, waitStream or waitConn
-	inLine      bool      // the stream has an entry in the connection's connWaiters
+	partial bool
+	done    bool // trailers sent or stream reset: no more frames
+	doneErr error
+	wcond   sync.Cond // the stream's sender waits on it for window: see waitWindowLocked
+	waitFor uint8     // what the sender waits for: waitNone, waitStream or waitConn
+	inLine  bool      // the stream has an entry in the connection's connWaiters
 }
 
 // What a stream's sender waits for (stream.waitFor).
