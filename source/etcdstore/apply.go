@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing/fstest"
 
+	"golang.org/x/sync/errgroup"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/xdsd/xdsd/source/configdir"
@@ -270,6 +272,10 @@ func commit(ctx context.Context, cli *clientv3.Client, guards []clientv3.Cmp, op
 	return resp.Header.Revision, nil
 }
 
+// stagingWrites is how many transactions of a generation's files a large
+// apply has in flight at once.
+const stagingWrites = 8
+
 // stagingTTL is the lease of a generation's staging key: how long after
 // its writer is gone the generation it was writing becomes garbage.
 const stagingTTL = 60 // seconds
@@ -315,31 +321,43 @@ func (s *state) switchTo(ctx context.Context, cli *clientv3.Client, l layout, re
 	if _, err := cli.Put(ctx, l.staging(gen), "", clientv3.WithLease(lease.ID)); err != nil {
 		return abandon(err)
 	}
+	// The generation's files go in transactions of at most MaxTxnOps and
+	// MaxTxnBytes, stagingWrites of them in flight: etcd commits the
+	// transactions that arrive together in one write of its log, where
+	// one at a time would each wait for their own.
+	writes, wctx := errgroup.WithContext(ctx)
+	writes.SetLimit(stagingWrites)
 	var ops []clientv3.Op
 	size := 0
-	flush := func() error {
+	flush := func() {
 		if len(ops) == 0 {
-			return nil
+			return
 		}
-		_, err := cli.Txn(ctx).Then(ops...).Commit()
-		ops, size = ops[:0], 0
-		return err
+		batch := ops
+		ops, size = nil, 0
+		writes.Go(func() error { // waits for a free slot
+			_, err := cli.Txn(wctx).Then(batch...).Commit()
+			return err
+		})
 	}
 	for _, p := range slices.Sorted(maps.Keys(result)) {
+		if wctx.Err() != nil {
+			break // a write failed: Wait says why
+		}
 		key := l.fileKey(gen, p)
 		n := len(key) + len(result[p])
 		if n > MaxTxnBytes {
+			_ = writes.Wait()
 			return abandon(fmt.Errorf("%s: %d bytes, more than one etcd request takes (%d)", p, len(result[p]), MaxTxnBytes))
 		}
 		if len(ops) == MaxTxnOps || size+n > MaxTxnBytes {
-			if err := flush(); err != nil {
-				return abandon(err)
-			}
+			flush()
 		}
 		ops = append(ops, clientv3.OpPut(key, string(result[p])))
 		size += n
 	}
-	if err := flush(); err != nil {
+	flush()
+	if err := writes.Wait(); err != nil {
 		return abandon(err)
 	}
 	// Still marked as being written (not taken for garbage meanwhile).
