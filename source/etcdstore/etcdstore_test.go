@@ -396,6 +396,62 @@ func TestApply(t *testing.T) {
 		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
 	})
 
+	t.Run("a_large_apply_cut_off_while_writing_changes_nothing", func(t *testing.T) {
+		before := apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+		files := service("a", 1001)
+		for i := range 50 * etcdstore.MaxTxnOps { // many transactions, several in flight
+			name := fmt.Sprintf("c%04d", i)
+			files["endpoints/"+name+".yaml"] = endpointsFile(name, 3000+i%1000)
+		}
+		// Cut the apply off once its first transaction of the new
+		// generation has been written.
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		wctx, stopWatch := context.WithCancel(ctx)
+		defer stopWatch()
+		watch := cli.Watch(wctx, "/xdsd/config/", clientv3.WithPrefix())
+		watched := make(chan struct{})
+		go func() { // owned by this test: ends with stopWatch
+			defer close(watched)
+			for resp := range watch {
+				for _, ev := range resp.Events {
+					if !strings.HasPrefix(string(ev.Kv.Key), "/xdsd/config/"+before.Generation+"/") {
+						cancel()
+					}
+				}
+			}
+		}()
+		if _, err := etcdstore.Apply(actx, cli, "", etcdstore.Change{Files: files}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Apply cut off while writing: %v, want context.Canceled", err)
+		}
+		stopWatch()
+		<-watched
+		cur, err := cli.Get(ctx, etcdstore.CurrentKey(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cur.Kvs) == 1 && string(cur.Kvs[0].Value) != before.Generation || len(cur.Kvs) == 0 && before.Generation != "0" {
+			t.Fatalf("generation in force %v, want %s still", cur.Kvs, before.Generation)
+		}
+		// What an etcd server applied of a transaction cut off in flight
+		// may outlive the writer's clean-up; the next large apply deletes
+		// it with any generation neither in force nor marked.
+		a := apply(t, cli, etcdstore.Change{Files: files})
+		all, err := cli.Get(ctx, "/xdsd/config/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range all.Kvs {
+			if !strings.HasPrefix(string(kv.Key), "/xdsd/config/"+a.Generation+"/") {
+				t.Fatalf("key %s left outside the generation in force (%s)", kv.Key, a.Generation)
+			}
+		}
+		if n := int64(len(all.Kvs)); n != int64(len(files)) {
+			t.Fatalf("%d keys in the generation in force, want %d", n, len(files))
+		}
+		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
+	})
+
 	t.Run("a_large_apply_deletes_the_generations_of_writers_that_died", func(t *testing.T) {
 		apply(t, cli, etcdstore.Change{Files: service("a", 1001), Prune: true})
 		// A writer that died writing: its generation, no longer marked.
