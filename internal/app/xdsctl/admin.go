@@ -130,13 +130,8 @@ func Status(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("status", statusHelp, stderr)
 	var admin adminFlags
 	admin.register(fs.FlagSet)
-	rest, done, code := parse(fs, args, stdout)
-	if done {
+	if done, code := parseNoArgs(fs, args, stdout, stderr); done {
 		return code
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "xdsctl status: unexpected arguments %q\n", rest)
-		return exitUsage
 	}
 	var rep daemon.StatusReport
 	if err := admin.get(ctx, "/status", nil, &rep); err != nil {
@@ -321,13 +316,8 @@ func Dump(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	admin.register(fs.FlagSet)
 	node := fs.String("node", "", "node id whose configuration to print (required)")
 	output := fs.String("output", formatYAML, "output format: yaml or json")
-	rest, done, code := parse(fs, args, stdout)
-	if done {
+	if done, code := parseNoArgs(fs, args, stdout, stderr); done {
 		return code
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "xdsctl dump: unexpected arguments %q\n", rest)
-		return exitUsage
 	}
 	if err := checkFormat(*output); err != nil {
 		fmt.Fprintln(stderr, "xdsctl dump:", err)

@@ -267,13 +267,8 @@ func Replicas(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs := newFlagSet("replicas", replicasHelp, stderr)
 	var ef etcdFlags
 	ef.register(fs.FlagSet)
-	rest, done, code := parse(fs, args, stdout)
-	if done {
+	if done, code := parseNoArgs(fs, args, stdout, stderr); done {
 		return code
-	}
-	if len(rest) > 0 {
-		fmt.Fprintf(stderr, "xdsctl replicas: unexpected arguments %q\n", rest)
-		return exitUsage
 	}
 	cli, code := ef.client("replicas", stderr)
 	if cli == nil {

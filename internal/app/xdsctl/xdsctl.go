@@ -128,6 +128,20 @@ func newFlagSet(name, help string, stderr io.Writer) *flagSet {
 	return &flagSet{FlagSet: fs, help: help}
 }
 
+// parseNoArgs is parse for a command that takes flags only: arguments
+// beyond them are a usage error, reported on stderr.
+func parseNoArgs(fs *flagSet, args []string, stdout, stderr io.Writer) (done bool, code int) {
+	rest, done, code := parse(fs, args, stdout)
+	if done {
+		return true, code
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected arguments %q\n", fs.Name(), rest)
+		return true, exitUsage
+	}
+	return false, 0
+}
+
 // parse parses args with fs. On --help it prints the usage to stdout and
 // returns done with status 0; on a bad flag, the usage went to stderr and
 // it returns done with status 2. Flags may follow arguments
