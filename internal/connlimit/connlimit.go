@@ -68,8 +68,8 @@ func (l *Listener) Accept() (net.Conn, error) {
 		}
 		l.mu.Unlock()
 		if n >= l.max {
+			total := l.refused.Add(1) // counted before the close a client sees
 			nc.Close()
-			total := l.refused.Add(1)
 			l.logs.Do(func() {
 				l.log.Warn("refused a connection: its address has as many open as allowed (--max-conns-per-ip)",
 					"peer", nc.RemoteAddr().String(), "max", l.max, "refused_total", total)
