@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
-
 	"github.com/xdsd/xdsd/cache"
 	"github.com/xdsd/xdsd/source/configdir"
 )

@@ -11,9 +11,11 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
-// decodeDirect sets m from fields (a map or a *yamlMapping, but for
+// decodeDirect sets m from fields (a map or a *yamlsubset.Mapping, but for
 // an "@type", which names m's type), the generic values a file's YAML or
 // JSON decodes to, as protojson sets it from their JSON encoding, without
 // that encoding: for the values whose outcome is certain to be protojson's
@@ -59,7 +61,7 @@ func appendMessage(b []byte, obj any, md protoreflect.MessageDescriptor, typed b
 				return b, false
 			}
 		}
-	case *yamlMapping:
+	case *yamlsubset.Mapping:
 		for _, e := range o.Entries {
 			if b, ok = w.append(b, e.Key, e.Value); !ok {
 				return b, false
@@ -131,7 +133,7 @@ func (w *fieldWriter) append(b []byte, name string, v any) ([]byte, bool) {
 					return b, false
 				}
 			}
-		case *yamlMapping:
+		case *yamlsubset.Mapping:
 			for _, e := range entries.Entries {
 				if !entry(e.Key, e.Value) {
 					return b, false
@@ -259,13 +261,13 @@ func appendInto(b []byte, md protoreflect.MessageDescriptor, v any) ([]byte, boo
 	}
 }
 
-// field returns the value of key in v, a mapping (a map or a *yamlMapping).
+// field returns the value of key in v, a mapping (a map or a Mapping).
 func field(v any, key string) (any, bool) {
 	switch m := v.(type) {
 	case map[string]any:
 		x, ok := m[key]
 		return x, ok
-	case *yamlMapping:
+	case *yamlsubset.Mapping:
 		return m.Get(key)
 	}
 	return nil, false

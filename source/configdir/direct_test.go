@@ -16,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // directSeeds are inputs at the edges of what decodeDirect takes.
@@ -72,7 +74,7 @@ func FuzzDecodeDirect(f *testing.F) {
 	})
 }
 
-// eachTyped calls f with every mapping under v (a map or a *yamlMapping) that
+// eachTyped calls f with every mapping under v (a map or a Mapping) that
 // has an "@type".
 func eachTyped(v any, f func(any)) {
 	if typ, ok := field(v, "@type"); ok {
@@ -85,7 +87,7 @@ func eachTyped(v any, f func(any)) {
 		for _, e := range x {
 			eachTyped(e, f)
 		}
-	case *yamlMapping:
+	case *yamlsubset.Mapping:
 		for _, e := range x.Entries {
 			eachTyped(e.Value, f)
 		}
@@ -97,7 +99,7 @@ func eachTyped(v any, f func(any)) {
 }
 
 // checkDirect decodes v, a mapping with an "@type", both ways; and, if v
-// is a *yamlMapping, directly as the map it stands for too.
+// is a Mapping, directly as the map it stands for too.
 func checkDirect(t *testing.T, v any) {
 	t.Helper()
 	typ, _ := field(v, "@type")
@@ -105,20 +107,20 @@ func checkDirect(t *testing.T, v any) {
 	if err != nil || mt.Descriptor().FullName().Parent() == "google.protobuf" {
 		return
 	}
-	fields := maps.Clone(plain(v).(map[string]any))
+	fields := maps.Clone(yamlsubset.Plain(v).(map[string]any))
 	delete(fields, "@type")
 	direct := mt.New()
 	took := decodeDirect(v, direct)
 	opts := proto.MarshalOptions{Deterministic: true}
-	if _, ordered := v.(*yamlMapping); ordered {
+	if _, ordered := v.(*yamlsubset.Mapping); ordered {
 		fromMap := mt.New()
 		if tookMap := decodeDirect(fields, fromMap); tookMap != took {
-			t.Fatalf("decodeDirect took the yamlMapping %v: %v, the map: %v", v, took, tookMap)
+			t.Fatalf("decodeDirect took the Mapping %v: %v, the map: %v", v, took, tookMap)
 		}
 		a, _ := opts.Marshal(direct.Interface())
 		b, _ := opts.Marshal(fromMap.Interface())
 		if took && string(a) != string(b) {
-			t.Fatalf("%v: decodeDirect's message from the yamlMapping encodes as\n%x\nfrom the map as\n%x", v, a, b)
+			t.Fatalf("%v: decodeDirect's message from the Mapping encodes as\n%x\nfrom the map as\n%x", v, a, b)
 		}
 	}
 	if !took {
@@ -207,12 +209,12 @@ func FuzzParseOrdered(f *testing.F) {
 		if err != nil {
 			return
 		}
-		asMaps := make([]any, len(docs))
+		plain := make([]any, len(docs))
 		for i, d := range docs {
-			asMaps[i] = plain(d)
+			plain[i] = yamlsubset.Plain(d)
 		}
 		got, gotProbs := parseDocs("f.yaml", docs)
-		want, wantProbs := parseDocs("f.yaml", asMaps)
+		want, wantProbs := parseDocs("f.yaml", plain)
 		if !slices.Equal(gotProbs, wantProbs) {
 			t.Fatalf("%q: from Mappings %v, from maps %v", data, gotProbs, wantProbs)
 		}

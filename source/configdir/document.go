@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/xdsd/xdsd/resource"
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // The shapes a document of a configuration file may have besides a single
@@ -37,7 +38,7 @@ var responseFields = map[string]string{
 // readDocument reads one document, named where for errors: a resources
 // list, with a node selector or the fields of a DiscoveryResponse; a
 // bootstrap's static_resources; or a single resource, whole. m is whole's
-// keys and values (whole may be a *yamlMapping). Its keys are looked
+// keys and values (whole may be a *yamlsubset.Mapping). Its keys are looked
 // at in order, so that the same bytes always give the same error.
 func readDocument(where string, m map[string]any, whole any) (document, error) {
 	var d document
@@ -51,7 +52,7 @@ func readDocument(where string, m map[string]any, whole any) (document, error) {
 	}
 	for _, k := range []string{"static_resources", "staticResources"} {
 		if static, ok := m[k]; ok && !isList {
-			return staticResources(where, k, m, plain(static))
+			return staticResources(where, k, m, yamlsubset.Plain(static))
 		}
 	}
 	nodes, hasNodes := m["nodes"]
@@ -85,7 +86,7 @@ func readDocument(where string, m map[string]any, whole any) (document, error) {
 		d.typeURL = u
 	}
 	if hasNodes {
-		sel, err := parseSelector(where, plain(nodes))
+		sel, err := parseSelector(where, yamlsubset.Plain(nodes))
 		if err != nil {
 			return d, err
 		}
@@ -121,7 +122,7 @@ func staticResources(where, key string, m map[string]any, static any) (document,
 		}
 	}
 	if nodes, ok := m["nodes"]; ok {
-		sel, err := parseSelector(where, plain(nodes))
+		sel, err := parseSelector(where, yamlsubset.Plain(nodes))
 		if err != nil {
 			return d, err
 		}

@@ -29,6 +29,7 @@ import (
 	_ "github.com/xdsd/xdsd/internal/envoytypes"
 	"github.com/xdsd/xdsd/resource"
 	"github.com/xdsd/xdsd/resource/redact"
+	"github.com/xdsd/xdsd/source/configdir/internal/yamlsubset"
 )
 
 // Problem is one reason a configuration was rejected.
@@ -109,7 +110,7 @@ func parseDocs(name string, docs []any) ([]entry, []Problem) {
 	n := 0
 	for di, doc := range docs {
 		m, ok := doc.(map[string]any)
-		if o, isMapping := doc.(*yamlMapping); isMapping {
+		if o, isMapping := doc.(*yamlsubset.Mapping); isMapping {
 			m, ok = make(map[string]any, len(o.Entries)), true
 			for _, e := range o.Entries {
 				m[e.Key] = e.Value
@@ -148,8 +149,8 @@ func parseDocs(name string, docs []any) ([]entry, []Problem) {
 func reason(err error) string { return redact.Text(err.Error()) }
 
 // decodeDocs decodes JSON or (multi-document) YAML into generic values,
-// where a YAML file's mappings may be *yamlMappings (see decodeYAML). A
-// JSON file may start with a
+// where a YAML file's mappings may be *yamlsubset.Mappings (yamlsubset.Plain
+// of them is what go.yaml.in/yaml/v3 decodes). A JSON file may start with a
 // byte order mark, and one that holds only white space holds nothing, as
 // an empty YAML file does.
 func decodeDocs(name string, data []byte) ([]any, error) {
@@ -169,7 +170,7 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 		}
 		return []any{v}, nil
 	}
-	docs, err := decodeYAML(data)
+	docs, err := yamlsubset.OrderedDocuments(data)
 	if err != nil {
 		return nil, fmt.Errorf("invalid YAML: %v", err)
 	}
@@ -179,12 +180,12 @@ func decodeDocs(name string, data []byte) ([]any, error) {
 // parseEntry turns one list item into a Resource: a message with "@type",
 // or {ttl, resource} or Envoy's Resource wrapper around one.
 func parseEntry(it any) (*resource.Resource, error) {
-	if o, ok := it.(*yamlMapping); ok {
+	if o, ok := it.(*yamlsubset.Mapping); ok {
 		if msg := directEntry(o); msg != nil {
 			return newResource(msg, nil, "")
 		}
 	}
-	m, ok := plain(it).(map[string]any)
+	m, ok := yamlsubset.Plain(it).(map[string]any)
 	if !ok {
 		return nil, errors.New("a resource must be a mapping with \"@type\"")
 	}
@@ -233,9 +234,9 @@ func parseEntry(it any) (*resource.Resource, error) {
 	return newResource(msg, opts, wrapName)
 }
 
-// directEntry is the message of o, a resource as a *yamlMapping, if it is
+// directEntry is the message of o, a resource as a Mapping, if it is
 // neither wrapped nor wrapper, and decodeDirect takes it; else nil.
-func directEntry(o *yamlMapping) proto.Message {
+func directEntry(o *yamlsubset.Mapping) proto.Message {
 	if _, wrapped := o.Get("resource"); wrapped {
 		return nil
 	}
@@ -267,7 +268,7 @@ func newResource(msg proto.Message, opts []resource.Option, wrapName string) (*r
 
 // describe names an entry that failed to parse, as well as can be told.
 func describe(it any, n int) string {
-	m, _ := plain(it).(map[string]any)
+	m, _ := yamlsubset.Plain(it).(map[string]any)
 	if inner, ok := m["resource"].(map[string]any); ok && (m["@type"] == nil || m["@type"] == resourceWrapper) {
 		m = inner
 	}
