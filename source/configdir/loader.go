@@ -54,6 +54,9 @@ type Loader struct {
 	unsure     []string
 	// rescan asks Watch to walk the directory (see Rescan).
 	rescan chan struct{}
+	// offered holds the files parsed ahead of the next load, by path (see
+	// Offer); readAll only reads it.
+	offered map[string]*Prepared
 }
 
 // writerState is what writerOpen found of a file's writers.
@@ -152,6 +155,9 @@ type Result struct {
 	// Reread is the number of files read by this load (the others had not
 	// changed).
 	Reread int
+	// Prepared is the number of the files read whose bytes had been parsed
+	// ahead (see Loader.Offer), and so were not parsed by this load.
+	Prepared int
 	// Took is how long the load took: finding, reading and parsing the
 	// files, and assembling the configuration.
 	Took time.Duration
@@ -248,6 +254,7 @@ func ConfigFiles(fsys fs.FS) ([]string, error) {
 // not read again.
 func (l *Loader) Load() (*Result, error) {
 	start := time.Now()
+	defer l.dropOffers()
 	l.last = nil // files change below: only a successful assemble sets it again
 	seen := make(map[string]bool)
 	var stale []*reading
@@ -283,9 +290,9 @@ func (l *Loader) Load() (*Result, error) {
 		return nil
 	})
 	l.writers, l.unsure = l.writers[:0], l.unsure[:0]
-	reread := 0
+	reread, prepared := 0, 0
 	if err == nil {
-		reread, err = l.storeAll(stale)
+		reread, prepared, err = l.storeAll(stale)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", l.name, err)
@@ -297,7 +304,7 @@ func (l *Loader) Load() (*Result, error) {
 	}
 	res, err := l.assemble()
 	if res != nil {
-		res.Reread, res.Took = reread, time.Since(start)
+		res.Reread, res.Prepared, res.Took = reread, prepared, time.Since(start)
 	}
 	return res, err
 }
@@ -314,19 +321,21 @@ func fileInfo(fsys fs.FS, rel string, d fs.DirEntry) (fs.FileInfo, error) {
 
 // storeAll reads the files rs (readAll) and stores what it found in their
 // order, up to the first error. It returns how many files it read (not
-// gone).
-func (l *Loader) storeAll(rs []*reading) (int, error) {
+// gone), and how many of those it found parsed ahead.
+func (l *Loader) storeAll(rs []*reading) (read, prepared int, err error) {
 	l.readAll(rs)
-	read := 0
 	for _, r := range rs {
 		if err := l.store(r); err != nil {
-			return read, err
+			return read, prepared, err
 		}
 		if !r.gone && !r.moved && r.writer == noWriter {
 			read++
+			if r.prepared {
+				prepared++
+			}
 		}
 	}
-	return read, nil
+	return read, prepared, nil
 }
 
 // Reload is Load for a set of paths (relative to the directory) known to
@@ -336,6 +345,7 @@ func (l *Loader) storeAll(rs []*reading) (int, error) {
 // makes it fall back to Load.
 func (l *Loader) Reload(paths []string) (*Result, error) {
 	start := time.Now()
+	defer l.dropOffers()
 	last := l.last
 	l.last = nil // files change below: only a successful update or assemble sets it again
 	files := len(l.files)
@@ -355,7 +365,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 			}
 			// The files listed before it are read all the same, as
 			// they were before it was looked at.
-			_, _ = l.storeAll(stale) // an error there is an earlier file's: this one's is reported
+			_, _, _ = l.storeAll(stale) // an error there is an earlier file's: this one's is reported
 			return nil, fmt.Errorf("reading %s: %w", l.name, err)
 		}
 		if info.IsDir() {
@@ -370,7 +380,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 	for _, r := range stale {
 		before[r.rel] = l.files[r.rel]
 	}
-	reread, err := l.storeAll(stale)
+	reread, prepared, err := l.storeAll(stale)
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", l.name, err)
 	}
@@ -387,7 +397,7 @@ func (l *Loader) Reload(paths []string) (*Result, error) {
 		res, err = l.assemble()
 	}
 	if res != nil {
-		res.Reread, res.Took = reread, time.Since(start)
+		res.Reread, res.Prepared, res.Took = reread, prepared, time.Since(start)
 	}
 	return res, err
 }
@@ -442,11 +452,12 @@ type reading struct {
 	prev  *fileState // what the file held when last read, if it was
 	at    time.Time  // when the read began
 	// What reading found.
-	sum     [sha256.Size]byte
-	entries []entry
-	probs   []Problem
-	gone    bool  // removed since it was listed
-	err     error // another error reading it
+	sum      [sha256.Size]byte
+	entries  []entry
+	probs    []Problem
+	prepared bool  // entries and probs are those of a file parsed ahead (Offer)
+	gone     bool  // removed since it was listed
+	err      error // another error reading it
 	// moved: with watched set, the file changed while it was read.
 	moved bool
 	// What writerOpen, if set, found (walk: for Load); a file a writer
@@ -494,6 +505,8 @@ func (l *Loader) readAll(rs []*reading) {
 			r.sum = sha256.Sum256(data)
 			if r.prev != nil && r.prev.sum == r.sum {
 				r.entries, r.probs = r.prev.entries, r.prev.probs
+			} else if p := l.offered[r.rel]; p != nil && p.sum == r.sum {
+				r.entries, r.probs, r.prepared = p.entries, p.probs, true
 			} else {
 				r.entries, r.probs = parseFile(r.rel, data)
 			}

@@ -65,7 +65,8 @@ type Replica struct {
 	files  fstest.MapFS    // the generation's files, by path; the loader reads them
 	bad    map[string]bool // keys that are no file's path (then nothing is loaded)
 	loader *configdir.Loader
-	loaded bool // the loader has read the files since they were read whole (else Load reads them all)
+	loaded bool      // the loader has read the files since they were read whole (else Load reads them all)
+	prep   *preparer // parses the generations being written; its workers are Run's
 }
 
 // NewReplica returns a replica for cfg; Run starts it.
@@ -111,6 +112,8 @@ func (r *Replica) Run(ctx context.Context, apply func(res *configdir.Result, rev
 	defer wg.Wait()
 	defer stop()
 	wg.Go(func() { r.probe(pctx) })
+	r.prep = newPreparer()
+	wg.Go(func() { r.prep.run(pctx) })
 	wait := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	synced := false
 	for {
@@ -185,6 +188,9 @@ func (r *Replica) readGeneration(ctx context.Context, gen string, rev int64) err
 		if _, path, ok := r.l.file(string(kv.Key)); ok {
 			r.put(path, kv)
 		}
+	}
+	for path, p := range r.prep.take(gen) {
+		r.loader.Offer(path, p)
 	}
 	r.gen, r.rev, r.readAt = gen, rev, rev
 	return nil
@@ -286,8 +292,16 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 		}
 		r.rev = rev
 		gen, path, ok := r.l.file(key)
-		if !ok || gen != r.gen {
-			continue // another generation's, being written
+		if !ok {
+			continue
+		}
+		if gen != r.gen { // another generation's, being written (or deleted)
+			if ev.Type == clientv3.EventTypeDelete {
+				r.prep.remove(gen, path)
+			} else {
+				r.prep.put(gen, path, ev.Kv.Value)
+			}
+			continue
 		}
 		if ev.Type == clientv3.EventTypeDelete {
 			delete(r.files, path)

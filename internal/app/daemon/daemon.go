@@ -559,7 +559,7 @@ func (d *Daemon) applyRevision(res *configdir.Result, rev int64) {
 	d.lastErr, d.lastOKAt = nil, published
 	d.mu.Unlock()
 	d.log.Info("configuration loaded", "resources", res.Count(), "files", res.Files,
-		"files_read", res.Reread, "changed", n, "waited", res.Waited, "load", res.Took, "publish", published.Sub(start))
+		"files_read", res.Reread, "files_parsed_ahead", res.Prepared, "changed", n, "waited", res.Waited, "load", res.Took, "publish", published.Sub(start))
 	if d.filesDue != nil {
 		select {
 		case d.filesDue <- struct{}{}:
