@@ -10,10 +10,12 @@ import (
 )
 
 // preparer parses the files of the generations being written as the
-// replica's watch delivers them, on idle workers, so that the switch to
+// replica's watch delivers them (those whose bytes differ from the file's
+// in force, which the loader keeps parsed), so that the switch to
 // one finds most of its files parsed (configdir.Prepare): parsing is
 // nearly all of a load's cost, and a large apply writes its files for a
-// while before it switches. The switch reads the generation whole all
+// while before it switches. It parses on as many workers as there are
+// cores. The switch reads the generation whole all
 // the same, and the loader takes a file parsed ahead only if it holds the
 // bytes that were parsed.
 //

@@ -1,6 +1,7 @@
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -296,11 +297,12 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 			continue
 		}
 		if gen != r.gen { // another generation's, being written (or deleted)
-			if ev.Type == clientv3.EventTypeDelete {
+			switch {
+			case ev.Type == clientv3.EventTypeDelete:
 				r.prep.remove(gen, path)
-			} else {
+			case r.files[path] == nil || !bytes.Equal(r.files[path].Data, ev.Kv.Value):
 				r.prep.put(gen, path, ev.Kv.Value)
-			}
+			} // else the loader keeps what it parsed of the file in force
 			continue
 		}
 		if ev.Type == clientv3.EventTypeDelete {
