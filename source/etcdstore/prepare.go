@@ -10,14 +10,13 @@ import (
 )
 
 // preparer parses the files of the generations being written as the
-// replica's watch delivers them (those whose bytes differ from the file's
-// in force, which the loader keeps parsed), so that the switch to
-// one finds most of its files parsed (configdir.Prepare): parsing is
-// nearly all of a load's cost, and a large apply writes its files for a
-// while before it switches. It parses on as many workers as there are
-// cores. The switch reads the generation whole all
-// the same, and the loader takes a file parsed ahead only if it holds the
-// bytes that were parsed.
+// replica's watch delivers them, so that the switch to one finds most of
+// its files parsed (configdir.Prepare): parsing is nearly all of a load's
+// cost, and a large apply writes its files for a while before it
+// switches. The files whose bytes are those in force are left out (the
+// loader keeps what it parsed of them). The switch reads the generation
+// whole all the same, and the loader takes a file parsed ahead only if it
+// holds the bytes that were parsed.
 //
 // Locking: mu guards every field; cond (on mu) is signalled when a job is
 // queued, when one is done, and when the workers are to stop.
