@@ -78,4 +78,18 @@ func TestReplicaParsesAhead(t *testing.T) {
 	if n := r.ParsedAhead(gen); n != 0 {
 		t.Errorf("%d files of the generation in force still held as parsed ahead", n)
 	}
+
+	// A generation abandoned (its writer deleted what it wrote) leaves
+	// nothing held.
+	const abandoned = "g2"
+	for path, data := range service("z", 4001) {
+		if _, err := cli.Put(ctx, etcdstore.FileKey("", abandoned, path), string(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, wait, "the abandoned generation's files parsed ahead", func() bool { return r.ParsedAhead(abandoned) == 2 })
+	if _, err := cli.Delete(ctx, etcdstore.FileKey("", abandoned, ""), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, wait, "the abandoned generation's files forgotten", func() bool { return r.ParsedAhead(abandoned) == 0 })
 }
