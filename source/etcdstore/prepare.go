@@ -25,18 +25,25 @@ type preparer struct {
 	cond     *sync.Cond
 	queue    []prepareJob
 	inFlight map[string]int                            // by generation: jobs being parsed
+	latest   map[genPath]uint64                        // the job of a file's latest put, until done or dropped
+	seq      uint64                                    // the latest job's number
 	done     map[string]map[string]*configdir.Prepared // by generation, then path
 	stopped  bool
 }
 
-// prepareJob is a file of a generation being written.
+// genPath is a file of a generation.
+type genPath struct{ gen, path string }
+
+// prepareJob is a file of a generation being written, to parse: the
+// seq-th put.
 type prepareJob struct {
-	gen, path string
-	data      []byte
+	genPath
+	data []byte
+	seq  uint64
 }
 
 func newPreparer() *preparer {
-	p := &preparer{inFlight: map[string]int{}, done: map[string]map[string]*configdir.Prepared{}}
+	p := &preparer{inFlight: map[string]int{}, latest: map[genPath]uint64{}, done: map[string]map[string]*configdir.Prepared{}}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -56,7 +63,8 @@ func (p *preparer) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// work parses queued files until the preparer stops.
+// work parses queued files until the preparer stops. A file put again
+// or deleted while it was parsed keeps nothing of the parse.
 func (p *preparer) work() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -77,8 +85,12 @@ func (p *preparer) work() {
 		if p.inFlight[j.gen]--; p.inFlight[j.gen] == 0 {
 			delete(p.inFlight, j.gen)
 		}
-		if files := p.done[j.gen]; files != nil {
-			files[j.path] = parsed
+		if p.latest[j.genPath] == j.seq {
+			delete(p.latest, j.genPath)
+			if p.done[j.gen] == nil {
+				p.done[j.gen] = map[string]*configdir.Prepared{}
+			}
+			p.done[j.gen][j.path] = parsed
 		}
 		p.cond.Broadcast()
 	}
@@ -92,11 +104,10 @@ func (p *preparer) put(gen, path string, data []byte) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.done[gen] == nil {
-		p.done[gen] = map[string]*configdir.Prepared{}
-	}
-	delete(p.done[gen], path) // parsed from bytes no longer there
-	p.queue = append(p.queue, prepareJob{gen, path, data})
+	p.forget(genPath{gen, path}) // parsed from bytes no longer there
+	p.seq++
+	p.latest[genPath{gen, path}] = p.seq
+	p.queue = append(p.queue, prepareJob{genPath{gen, path}, data, p.seq})
 	p.cond.Signal()
 }
 
@@ -104,10 +115,17 @@ func (p *preparer) put(gen, path string, data []byte) {
 func (p *preparer) remove(gen, path string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if files := p.done[gen]; files != nil {
-		delete(files, path)
-		if len(files) == 0 && p.inFlight[gen] == 0 {
-			delete(p.done, gen) // a job of gen still queued is then dropped when done
+	p.forget(genPath{gen, path})
+}
+
+// forget drops what was parsed of the file f, and makes a parse of it
+// queued or under way keep nothing; p.mu is held.
+func (p *preparer) forget(f genPath) {
+	delete(p.latest, f)
+	if files := p.done[f.gen]; files != nil {
+		delete(files, f.path)
+		if len(files) == 0 {
+			delete(p.done, f.gen)
 		}
 	}
 }
@@ -120,7 +138,9 @@ func (p *preparer) take(gen string) map[string]*configdir.Prepared {
 	defer p.mu.Unlock()
 	kept := p.queue[:0]
 	for _, j := range p.queue {
-		if j.gen != gen {
+		if j.gen == gen {
+			delete(p.latest, j.genPath)
+		} else {
 			kept = append(kept, j)
 		}
 	}
