@@ -78,6 +78,9 @@ func (p *preparer) work() {
 		j := p.queue[0]
 		p.queue[0] = prepareJob{}
 		p.queue = p.queue[1:]
+		if p.latest[j.genPath] != j.seq {
+			continue // put again or deleted since
+		}
 		p.inFlight[j.gen]++
 		p.mu.Unlock()
 		parsed := configdir.Prepare(j.path, j.data)
@@ -131,25 +134,22 @@ func (p *preparer) forget(f genPath) {
 }
 
 // take returns the files of generation gen parsed so far and forgets
-// them: gen is read whole now, and its loader parses the rest. Those of
-// gen still queued are dropped; take waits for those being parsed.
+// every generation's: gen is read whole now, and its loader parses the
+// rest. The queue is dropped; take waits for the files of gen being
+// parsed, unless the preparer has stopped. A generation written before
+// the one in force can no longer become current (its writer's switch is
+// guarded by the generation in force), and one written after it is put
+// again: a writer that raced another starts again from its read.
 func (p *preparer) take(gen string) map[string]*configdir.Prepared {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	kept := p.queue[:0]
-	for _, j := range p.queue {
-		if j.gen == gen {
-			delete(p.latest, j.genPath)
-		} else {
-			kept = append(kept, j)
-		}
-	}
-	clear(p.queue[len(kept):])
-	p.queue = kept
+	clear(p.queue)
+	p.queue = p.queue[:0]
 	for p.inFlight[gen] > 0 && !p.stopped {
 		p.cond.Wait()
 	}
 	files := p.done[gen]
-	delete(p.done, gen)
+	clear(p.latest) // what is parsed from here on keeps nothing
+	clear(p.done)
 	return files
 }

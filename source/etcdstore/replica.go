@@ -297,12 +297,11 @@ func (r *Replica) events(ctx context.Context, evs []*clientv3.Event) (changed []
 			continue
 		}
 		if gen != r.gen { // another generation's, being written (or deleted)
-			switch {
-			case ev.Type == clientv3.EventTypeDelete:
-				r.prep.remove(gen, path)
-			case r.files[path] == nil || !bytes.Equal(r.files[path].Data, ev.Kv.Value):
+			if ev.Type == clientv3.EventTypePut && (r.files[path] == nil || !bytes.Equal(r.files[path].Data, ev.Kv.Value)) {
 				r.prep.put(gen, path, ev.Kv.Value)
-			} // else the loader keeps what it parsed of the file in force
+			} else {
+				r.prep.remove(gen, path) // deleted, or the bytes in force, whose parse the loader keeps
+			}
 			continue
 		}
 		if ev.Type == clientv3.EventTypeDelete {
