@@ -118,10 +118,8 @@ func (l *Loader) holdsUnder(dir string) bool {
 
 // fileState is what a file held when last read.
 type fileState struct {
-	stamp   stamp
-	sum     [sha256.Size]byte // of the file's bytes
-	entries []entry
-	probs   []Problem
+	stamp stamp
+	parsed
 	// racy: the file was modified so shortly before it was read that a
 	// change after the read may have left its stamp as it was (see
 	// racyWindow). A change named by an event reads it again.
@@ -452,10 +450,8 @@ type reading struct {
 	prev  *fileState // what the file held when last read, if it was
 	at    time.Time  // when the read began
 	// What reading found.
-	sum      [sha256.Size]byte
-	entries  []entry
-	probs    []Problem
-	prepared bool  // entries and probs are those of a file parsed ahead (Offer)
+	parsed
+	prepared bool  // parsed is that of a file parsed ahead (Offer)
 	gone     bool  // removed since it was listed
 	err      error // another error reading it
 	// moved: with watched set, the file changed while it was read.
@@ -502,13 +498,13 @@ func (l *Loader) readAll(rs []*reading) {
 		case l.watched && changedSince(l.fsys, r.rel, r.stamp):
 			r.moved = true
 		default:
-			r.sum = sha256.Sum256(data)
-			if r.prev != nil && r.prev.sum == r.sum {
-				r.entries, r.probs = r.prev.entries, r.prev.probs
-			} else if p := l.offered[r.rel]; p != nil && p.sum == r.sum {
-				r.entries, r.probs, r.prepared = p.entries, p.probs, true
+			sum := sha256.Sum256(data)
+			if r.prev != nil && r.prev.sum == sum {
+				r.parsed = r.prev.parsed
+			} else if p := l.offered[r.rel]; p != nil && p.parsed.sum == sum {
+				r.parsed, r.prepared = p.parsed, true
 			} else {
-				r.entries, r.probs = parseFile(r.rel, data)
+				r.parsed = parse(r.rel, data, sum)
 			}
 		}
 	}
@@ -553,7 +549,7 @@ func (l *Loader) store(r *reading) error {
 		l.paths = nil
 	}
 	racy := !r.stamp.mtime.Before(r.at.Add(-racyWindow))
-	l.files[r.rel] = &fileState{stamp: r.stamp, sum: r.sum, entries: r.entries, probs: r.probs, racy: racy}
+	l.files[r.rel] = &fileState{stamp: r.stamp, parsed: r.parsed, racy: racy}
 	return nil
 }
 

@@ -5,18 +5,25 @@ import "crypto/sha256"
 // Prepared is a file parsed ahead of the load that reads it: a writer of
 // a configuration store may hand the bytes a file is about to hold to the
 // readers before they are to read them (see Loader.Offer).
-type Prepared struct {
-	sum     [sha256.Size]byte // of the bytes parsed
-	entries []entry
-	probs   []Problem
-}
+type Prepared struct{ parsed parsed }
 
 // Prepare parses data, the bytes the file rel (its path relative to the
 // directory) may be found to hold. It is safe for concurrent use.
 func Prepare(rel string, data []byte) *Prepared {
-	p := &Prepared{sum: sha256.Sum256(data)}
-	p.entries, p.probs = parseFile(rel, data)
-	return p
+	return &Prepared{parse(rel, data, sha256.Sum256(data))}
+}
+
+// parsed is what a file's bytes parse to.
+type parsed struct {
+	sum     [sha256.Size]byte // of the bytes
+	entries []entry
+	probs   []Problem
+}
+
+// parse parses data, the bytes of the file rel, whose SHA-256 is sum.
+func parse(rel string, data []byte, sum [sha256.Size]byte) parsed {
+	entries, probs := parseFile(rel, data)
+	return parsed{sum: sum, entries: entries, probs: probs}
 }
 
 // Offer gives l's next Load or Reload the file rel parsed ahead: if that
